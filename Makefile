@@ -1,0 +1,61 @@
+# Makefile — builds the pqrun extension with PGXS (C++17) and wires its tests.
+#
+# `make && make install` builds and installs; `make test` runs every suite
+# against a throwaway cluster (see test/run.sh, which is what the README and CI
+# call). `make installcheck` runs the pg_regress and isolation suites against
+# an already running server that preloads pqrun.
+
+EXTENSION  = pqrun
+EXTVERSION = $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" pqrun.control)
+
+MODULE_big = pqrun
+OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp))
+
+DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*--*.sql))
+DATA_built = sql/pqrun--$(EXTVERSION).sql
+
+REGRESS      = setup enqueue pickup lifecycle dependencies fifo operate validation drop
+REGRESS_OPTS = --inputdir=.
+ISOLATION      = pickup_race dedupe_race pickup_vs_reap done_vs_cancel error_vs_dependents
+ISOLATION_OPTS = --inputdir=test/isolation
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+includedir_server := $(shell $(PG_CONFIG) --includedir-server)
+
+PG_CPPFLAGS = -Isrc -isystem $(includedir_server)
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -Wno-unused-parameter -Wno-missing-field-initializers
+ifeq ($(ERROR_ON_WARNING),1)
+PG_CXXFLAGS += -Werror
+endif
+SHLIB_LINK += -lstdc++
+
+EXTRA_CLEAN = sql/pqrun--$(EXTVERSION).sql results regression.diffs regression.out output_iso tmp_check tmp_check_iso
+
+include $(PGXS)
+
+# PGXS passes PG_CXXFLAGS to g++ but not to the bitcode compiler.
+COMPILE.cxx.bc += $(PG_CXXFLAGS)
+
+# The version goes only into pqrun.o so other objects do not rebuild on a bump.
+src/pqrun.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\"
+src/pqrun.o: pqrun.control
+
+sql/pqrun--$(EXTVERSION).sql: sql/pqrun.sql
+	cp $< $@
+
+.PHONY: test pgtap unit format lint
+test:
+	bash test/run.sh
+
+pgtap:
+	pg_prove --ext .sql test/pgtap/
+
+unit:
+	$(MAKE) -C test/unit
+
+format:
+	clang-format -i src/*.cpp src/*.hpp
+
+lint:
+	clang-tidy src/*.cpp -- -std=c++17 -Isrc -isystem $(includedir_server)

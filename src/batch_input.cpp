@@ -1,0 +1,140 @@
+/* src/batch_input.cpp — JSON objects of enqueue_batch → enqueue arguments.
+ *
+ * Keys are enqueue's argument names; a JSON null means "use the default",
+ * as an absent key does. Errors name the element (1-based) and the key.
+ */
+#include "batch_input.hpp"
+
+namespace pqrun::batch {
+
+namespace {
+
+const char *const kKeys[queue::kEnqueueArgCount] = {"job_type",   "payload", "priority",   "run_after", "max_attempts",
+                                                     "timeout_seconds", "dedupe_key", "queue", "depends_on", "fifo_key"};
+
+[[noreturn]] void
+RaiseInvalid(int element, const char *message)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+	                errmsg("enqueue_batch element %d: %s", element, message)));
+	pg_unreachable();
+}
+
+void
+ExpectType(const JsonbValue &value, enum jbvType type, int element, const char *key, const char *type_name)
+{
+	if (value.type != type)
+		RaiseInvalid(element, psprintf("\"%s\" must be %s", key, type_name));
+}
+
+Datum
+NumericToInt4(const JsonbValue &value, int element, const char *key)
+{
+	ExpectType(value, jbvNumeric, element, key, "an integer");
+	return DirectFunctionCall1(numeric_int4, NumericGetDatum(value.val.numeric));
+}
+
+Datum
+StringToText(const JsonbValue &value, int element, const char *key)
+{
+	ExpectType(value, jbvString, element, key, "a string");
+	return PointerGetDatum(cstring_to_text_with_len(value.val.string.val, value.val.string.len));
+}
+
+Datum
+ToTimestamptz(const JsonbValue &value, int element, const char *key)
+{
+	ExpectType(value, jbvString, element, key, "a timestamp string");
+	char *text = pnstrdup(value.val.string.val, value.val.string.len);
+	return DirectFunctionCall3(timestamptz_in, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+}
+
+Datum
+ToInt8Array(const JsonbValue &value, int element, const char *key)
+{
+	if (value.type != jbvBinary || !JsonContainerIsArray(value.val.binary.data))
+		RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
+	JsonbContainer *container = value.val.binary.data;
+	int n = JsonContainerSize(container);
+	Datum *ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	for (int i = 0; i < n; i++) {
+		JsonbValue *item = getIthJsonbValueFromContainer(container, i);
+		if (item == nullptr || item->type != jbvNumeric)
+			RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
+		ids[i] = DirectFunctionCall1(numeric_int8, NumericGetDatum(item->val.numeric));
+	}
+	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum
+Convert(int arg, const JsonbValue &value, int element)
+{
+	const char *key = kKeys[arg];
+	switch (arg) {
+	case queue::kPayload:
+		return JsonbPGetDatum(JsonbValueToJsonb(const_cast<JsonbValue *>(&value)));
+	case queue::kPriority:
+	case queue::kMaxAttempts:
+	case queue::kTimeoutSeconds:
+		return NumericToInt4(value, element, key);
+	case queue::kRunAfter:
+		return ToTimestamptz(value, element, key);
+	case queue::kDependsOn:
+		return ToInt8Array(value, element, key);
+	default:
+		return StringToText(value, element, key);
+	}
+}
+
+} // namespace
+
+void
+Begin(Jsonb *jobs, JobCursor *cursor)
+{
+	if (!JB_ROOT_IS_ARRAY(jobs) || JB_ROOT_IS_SCALAR(jobs))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("jobs must be a JSON array of objects")));
+	cursor->it = JsonbIteratorInit(&jobs->root);
+	cursor->element = 0;
+	JsonbValue value;
+	(void)JsonbIteratorNext(&cursor->it, &value, true); /* WJB_BEGIN_ARRAY */
+}
+
+bool
+Next(JobCursor *cursor, queue::EnqueueArgs *args)
+{
+	JsonbValue value;
+	JsonbIteratorToken token = JsonbIteratorNext(&cursor->it, &value, true);
+	if (token != WJB_ELEM)
+		return false;
+	int element = ++cursor->element;
+	if (value.type != jbvBinary || !JsonContainerIsObject(value.val.binary.data))
+		RaiseInvalid(element, "not a JSON object");
+
+	queue::SetEnqueueDefaults(args);
+	JsonbIterator *fields = JsonbIteratorInit(value.val.binary.data);
+	JsonbValue key;
+	JsonbIteratorToken field_token;
+	while ((field_token = JsonbIteratorNext(&fields, &key, true)) != WJB_DONE) {
+		if (field_token != WJB_KEY)
+			continue;
+		int arg = -1;
+		for (int i = 0; i < queue::kEnqueueArgCount && arg < 0; i++)
+			if (strlen(kKeys[i]) == static_cast<size_t>(key.val.string.len) &&
+			    strncmp(kKeys[i], key.val.string.val, key.val.string.len) == 0)
+				arg = i;
+		if (arg < 0)
+			RaiseInvalid(element, psprintf("unknown key \"%.*s\"", key.val.string.len, key.val.string.val));
+		JsonbValue field;
+		(void)JsonbIteratorNext(&fields, &field, true); /* WJB_VALUE */
+		if (field.type == jbvNull) {
+			if (arg == queue::kJobType)
+				RaiseInvalid(element, "job_type must not be null or empty");
+			continue;
+		}
+		args->value[arg] = Convert(arg, field, element);
+		args->isnull[arg] = false;
+	}
+	return true;
+}
+
+} // namespace pqrun::batch

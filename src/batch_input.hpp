@@ -1,0 +1,24 @@
+/* src/batch_input.hpp — reads pqrun.enqueue_batch's JSON array into
+ * enqueue arguments, one element at a time. */
+#pragma once
+
+#include "queue.hpp"
+
+namespace pqrun::batch {
+
+struct JobCursor {
+	JsonbIterator *it;
+	int element; /* 1-based number of the element last read */
+};
+
+/* Begin checks that `jobs` is a JSON array (22023 otherwise) and positions
+ * the cursor before its first element. */
+void Begin(Jsonb *jobs, JobCursor *cursor);
+
+/* Next reads the next element into args (with enqueue's defaults for absent
+ * or null keys) and answers false after the last one. Raises 22023 for an
+ * element that is not an object, an unknown key or a value of the wrong
+ * JSON type. */
+bool Next(JobCursor *cursor, queue::EnqueueArgs *args);
+
+} // namespace pqrun::batch

@@ -1,0 +1,89 @@
+/* src/guc.cpp — every pqrun.* setting.
+ *
+ * Time settings carry units so users may write '1s' or '20min'. Settings that
+ * change how other roles' jobs are treated are superuser-only; the worker
+ * loop's timing is reloadable (SIGHUP).
+ */
+#include "guc.hpp"
+
+#include "pg.hpp"
+
+bool pqrun_enabled = true;
+int pqrun_reap_interval = 1000;
+int pqrun_stale_timeout = 20 * 60;
+bool pqrun_orphan_rescue = true;
+char *pqrun_backoff = nullptr;
+char *pqrun_cron_timezone = nullptr;
+int pqrun_retention = 7 * 24 * 3600;
+int pqrun_max_payload_bytes = 1024 * 1024;
+
+namespace pqrun::guc {
+
+namespace {
+
+/* The schedule parsed by the check hook; points into GUC-owned `extra`. */
+const backoff::Schedule *current_backoff = nullptr;
+
+bool
+CheckBackoff(char **newval, void **extra, GucSource source)
+{
+	backoff::Schedule parsed;
+	char error[256];
+	if (!backoff::Parse(*newval ? *newval : "", &parsed, error, sizeof(error))) {
+		GUC_check_errdetail("%s", error);
+		return false;
+	}
+	auto *copy = static_cast<backoff::Schedule *>(malloc(sizeof(backoff::Schedule)));
+	if (copy == nullptr)
+		return false;
+	*copy = parsed;
+	*extra = copy;
+	return true;
+}
+
+void
+AssignBackoff(const char *newval, void *extra)
+{
+	current_backoff = static_cast<const backoff::Schedule *>(extra);
+}
+
+} // namespace
+
+const backoff::Schedule &
+Backoff()
+{
+	static const backoff::Schedule kEmpty{};
+	return current_backoff ? *current_backoff : kEmpty;
+}
+
+void
+Define()
+{
+	DefineCustomBoolVariable("pqrun.enabled", gettext_noop("Runs pqrun's background maintenance."),
+	                         gettext_noop("When off, the background workers stay idle."), &pqrun_enabled, true,
+	                         PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.reap_interval", gettext_noop("Time between two maintenance rounds of a worker."),
+	                        nullptr, &pqrun_reap_interval, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
+	                        nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.stale_timeout",
+	                        gettext_noop("Default stale window for running jobs without timeout_seconds."), nullptr,
+	                        &pqrun_stale_timeout, 20 * 60, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr,
+	                        nullptr);
+	DefineCustomBoolVariable("pqrun.orphan_rescue",
+	                         gettext_noop("Puts back running jobs whose picking backend has exited."), nullptr,
+	                         &pqrun_orphan_rescue, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+	DefineCustomStringVariable("pqrun.backoff", gettext_noop("Retry delays by attempt number; the last one repeats."),
+	                           nullptr, &pqrun_backoff, "1min,5min,30min,2h,6h", PGC_SUSET, 0, CheckBackoff,
+	                           AssignBackoff, nullptr);
+	DefineCustomStringVariable("pqrun.cron_timezone", gettext_noop("Time zone in which cron schedules are evaluated."),
+	                           nullptr, &pqrun_cron_timezone, "UTC", PGC_SUSET, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.retention", gettext_noop("Finished jobs older than this are deleted (0 keeps them)."),
+	                        nullptr, &pqrun_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+	                        nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.max_payload_bytes", gettext_noop("Largest accepted job payload, in bytes."),
+	                        nullptr, &pqrun_max_payload_bytes, 1024 * 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE,
+	                        nullptr, nullptr, nullptr);
+	MarkGUCPrefixReserved("pqrun");
+}
+
+} // namespace pqrun::guc

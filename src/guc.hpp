@@ -1,0 +1,25 @@
+/* src/guc.hpp — pqrun's settings (pqrun.*), defined in guc.cpp. */
+#pragma once
+
+#include "backoff.hpp"
+
+extern "C" {
+extern bool pqrun_enabled;
+extern int pqrun_reap_interval;     /* ms */
+extern int pqrun_stale_timeout;     /* s */
+extern bool pqrun_orphan_rescue;
+extern char *pqrun_backoff;
+extern char *pqrun_cron_timezone;
+extern int pqrun_retention;         /* s, 0 = keep */
+extern int pqrun_max_payload_bytes;
+}
+
+namespace pqrun::guc {
+
+/* Define registers every pqrun.* setting; called once from _PG_init. */
+void Define();
+
+/* Backoff is the parsed pqrun.backoff currently in effect. */
+const backoff::Schedule &Backoff();
+
+} // namespace pqrun::guc

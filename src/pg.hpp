@@ -1,0 +1,34 @@
+/* src/pg.hpp — the one place PostgreSQL headers are included.
+ *
+ * postgres.h must come first and everything must be seen with C linkage;
+ * C++ files include this instead of any PostgreSQL header directly.
+ */
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+}
+
+#include "compat.hpp"

@@ -1,0 +1,29 @@
+/* src/pqrun.cpp — the module's magic block and _PG_init.
+ *
+ * _PG_init defines the settings and, when loaded through
+ * shared_preload_libraries, requests shared memory and registers the
+ * background launcher. Loaded any other way, the SQL API still works.
+ */
+#include "boundary.hpp"
+#include "guc.hpp"
+
+extern "C" {
+PQRUN_MODULE_MAGIC;
+PGDLLEXPORT void _PG_init(void);
+}
+
+namespace {
+
+void
+Init()
+{
+	pqrun::guc::Define();
+}
+
+} // namespace
+
+extern "C" void
+_PG_init(void)
+{
+	pqrun::GuardedEntry(Init);
+}

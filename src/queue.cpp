@@ -1,0 +1,590 @@
+/* src/queue.cpp — enqueue, pickup, mark, reap, cancel, retry and unblocking.
+ *
+ * The logic of the job state machine (README, "Job states") over SPI. A job
+ * lives in pqrun.job_live while BLOCKED/READY/RUNNING and moves to
+ * pqrun.job_done when it finishes; finishing a job then releases its
+ * dependents (or cancels them) and advances its FIFO group, in the same
+ * transaction. Locking rules that make this safe under concurrency:
+ *  - a dependent's enqueue row-locks its unfinished dependencies, so a
+ *    dependency cannot finish unseen while the edge is being written;
+ *  - releasing a BLOCKED job locks its row first and only then looks at the
+ *    remaining edges, with a snapshot taken after the lock was granted;
+ *  - everything that changes a FIFO group's membership or head holds the
+ *    group's transaction-level advisory lock first.
+ */
+#include "queue.hpp"
+
+#include "guc.hpp"
+#include "spi_plans.hpp"
+
+namespace pqrun::queue {
+
+using spi::Exec;
+using spi::Stmt;
+
+namespace {
+
+constexpr int kMaxErrorChars = 10000;
+constexpr int kRetentionBatch = 10000;
+
+/* A job id list copied out of SPI_tuptable, so later statements can run. */
+struct IdList {
+	int64 *ids;
+	char **labels; /* optional second text column, NULL if absent */
+	uint64 count;
+};
+
+Datum
+Col(uint64 row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+int64
+ColInt64(uint64 row, int col)
+{
+	bool isnull;
+	Datum d = Col(row, col, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+bool
+ColBool(uint64 row, int col)
+{
+	bool isnull;
+	Datum d = Col(row, col, &isnull);
+	return !isnull && DatumGetBool(d);
+}
+
+/* ColText answers a palloc'd copy of a text column, or NULL. */
+char *
+ColText(uint64 row, int col)
+{
+	bool isnull;
+	Datum d = Col(row, col, &isnull);
+	return isnull ? nullptr : TextDatumGetCString(d);
+}
+
+/* CopyIds copies column 1 (bigint) and, if with_label, column 2 (text) of
+ * the last result. */
+IdList
+CopyIds(uint64 n, bool with_label)
+{
+	IdList list{static_cast<int64 *>(palloc(sizeof(int64) * (n + 1))),
+	            with_label ? static_cast<char **>(palloc(sizeof(char *) * (n + 1))) : nullptr, n};
+	for (uint64 i = 0; i < n; i++) {
+		list.ids[i] = ColInt64(i, 1);
+		if (with_label)
+			list.labels[i] = ColText(i, 2);
+	}
+	return list;
+}
+
+Datum
+TextOrNull(const char *s, char *null_flag)
+{
+	*null_flag = s ? ' ' : 'n';
+	return s ? CStringGetTextDatum(s) : Datum(0);
+}
+
+Datum
+Int8Array(const int64 *ids, int n)
+{
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+bool
+IsStatus(const char *status, const char *expected)
+{
+	return status && strcmp(status, expected) == 0;
+}
+
+void
+LockFifoGroup(const char *fifo_key)
+{
+	Datum values[1] = {CStringGetTextDatum(fifo_key)};
+	Exec(Stmt::kFifoLock, values, nullptr, SPI_OK_SELECT);
+}
+
+/* RaiseNotRunning explains why a mark/heartbeat matched no running job:
+ * unknown id (P0002), not running or stale lease (55000). */
+void
+RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
+{
+	Datum values[1] = {Int64GetDatum(job_id)};
+	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
+	char *status = ColText(0, 1);
+	if (!IsStatus(status, "RUNNING"))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("job %lld is not running", (long long)job_id),
+		                errdetail("Its status is %s.", status)));
+	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	                errmsg("lease token does not match the current lease of job %lld", (long long)job_id),
+	                errdetail("The job was reaped, cancelled or picked up again since this lease was issued.")));
+}
+
+void AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key);
+
+/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
+ * and heads its FIFO group. Answers whether it did. */
+bool
+Release(int64 job_id)
+{
+	Datum values[1] = {Int64GetDatum(job_id)};
+	if (Exec(Stmt::kBlockedFifoKey, values, nullptr, SPI_OK_SELECT) == 0)
+		return false;
+	char *fifo_key = ColText(0, 1);
+	if (fifo_key)
+		LockFifoGroup(fifo_key);
+	if (Exec(Stmt::kLockBlocked, values, nullptr, SPI_OK_SELECT) == 0)
+		return false;
+	return Exec(Stmt::kReleaseIfFree, values, nullptr, SPI_OK_UPDATE_RETURNING) > 0;
+}
+
+void
+AdvanceFifo(const char *fifo_key)
+{
+	LockFifoGroup(fifo_key);
+	Datum values[1] = {CStringGetTextDatum(fifo_key)};
+	if (Exec(Stmt::kFifoHead, values, nullptr, SPI_OK_SELECT) > 0)
+		Release(ColInt64(0, 1));
+}
+
+/* FinishLive moves unfinished job `job_id` to job_done as `status`, whatever
+ * its state, then follows up. Answers false if it was not unfinished. */
+bool
+FinishLive(int64 job_id, const char *status, const char *outcome, const char *error)
+{
+	Datum values[6];
+	char nulls[7] = "      ";
+	values[0] = Int64GetDatum(job_id);
+	nulls[1] = 'n';
+	values[1] = Datum(0);
+	values[2] = CStringGetTextDatum(status);
+	values[3] = TextOrNull(outcome, &nulls[3]);
+	values[4] = TextOrNull(error, &nulls[4]);
+	nulls[5] = 'n';
+	values[5] = Datum(0);
+	if (Exec(Stmt::kFinishAny, values, nulls, SPI_OK_SELECT) == 0)
+		return false;
+	bool has_dependents = ColBool(0, 1);
+	char *fifo_key = ColText(0, 2);
+	Exec(Stmt::kDropEdgesOf, values, nullptr, SPI_OK_DELETE);
+	AfterFinish(job_id, status, has_dependents, fifo_key);
+	return true;
+}
+
+/* AfterFinish releases or cancels the dependents of a job that just finished
+ * with `status` and lets the next job of its FIFO group run. */
+void
+AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key)
+{
+	check_stack_depth();
+	if (has_dependents) {
+		Datum values[1] = {Int64GetDatum(job_id)};
+		IdList dependents = CopyIds(Exec(Stmt::kTakeDependents, values, nullptr, SPI_OK_DELETE_RETURNING), false);
+		bool done = IsStatus(status, "DONE");
+		char *reason = done ? nullptr : psprintf("dependency %lld ended %s", (long long)job_id, status);
+		for (uint64 i = 0; i < dependents.count; i++) {
+			if (done)
+				Release(dependents.ids[i]);
+			else
+				FinishLive(dependents.ids[i], "CANCELLED", "cancelled", reason);
+		}
+	}
+	if (fifo_key)
+		AdvanceFifo(fifo_key);
+}
+
+/* FinishRunning ends the running attempt of `job_id` (fenced by the lease
+ * when given) with `status`; raises if the job is not running. */
+void
+FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
+              const char *error, Datum result, bool result_null)
+{
+	Datum values[6];
+	char nulls[7] = "      ";
+	values[0] = Int64GetDatum(job_id);
+	values[1] = lease;
+	nulls[1] = has_lease ? ' ' : 'n';
+	values[2] = CStringGetTextDatum(status);
+	values[3] = TextOrNull(outcome, &nulls[3]);
+	values[4] = TextOrNull(error, &nulls[4]);
+	values[5] = result;
+	nulls[5] = result_null ? 'n' : ' ';
+	if (Exec(Stmt::kFinishRunning, values, nulls, SPI_OK_SELECT) == 0)
+		RaiseNotRunning(job_id, lease, has_lease);
+	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
+}
+
+void
+Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outcome)
+{
+	Datum values[4];
+	char nulls[5] = "    ";
+	values[0] = Int64GetDatum(job_id);
+	values[1] = TimestampTzGetDatum(run_after);
+	values[2] = TextOrNull(error, &nulls[2]);
+	values[3] = CStringGetTextDatum(outcome);
+	Exec(Stmt::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
+}
+
+/* Prefix for error messages about an enqueue_batch element. */
+const char *
+Where(int element)
+{
+	return element > 0 ? psprintf("enqueue_batch element %d: ", element) : "";
+}
+
+void
+RaiseInvalid(int element, const char *message)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s%s", Where(element), message)));
+}
+
+void
+Validate(const EnqueueArgs &args, int element)
+{
+	if (args.isnull[kJobType] || VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kJobType])) == 0)
+		RaiseInvalid(element, "job_type must not be null or empty");
+	for (EnqueueArg required : {kPayload, kPriority, kMaxAttempts, kQueue})
+		if (args.isnull[required]) {
+			static const char *const kNames[] = {"job_type", "payload",    "priority", "run_after", "max_attempts",
+			                                     "timeout_seconds", "dedupe_key", "queue", "depends_on", "fifo_key"};
+			RaiseInvalid(element, psprintf("%s must not be null", kNames[required]));
+		}
+	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
+		RaiseInvalid(element, "queue must not be empty");
+	if (DatumGetInt32(args.value[kMaxAttempts]) < 1)
+		RaiseInvalid(element, psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])));
+	if (!args.isnull[kTimeoutSeconds] && DatumGetInt32(args.value[kTimeoutSeconds]) <= 0)
+		RaiseInvalid(element,
+		             psprintf("timeout_seconds must be positive, not %d", DatumGetInt32(args.value[kTimeoutSeconds])));
+	Size payload_bytes = toast_raw_datum_size(args.value[kPayload]) - VARHDRSZ;
+	if (payload_bytes > static_cast<Size>(pqrun_max_payload_bytes))
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+		                errmsg("%spayload of %zu bytes exceeds pqrun.max_payload_bytes (%d)", Where(element),
+		                       payload_bytes, pqrun_max_payload_bytes)));
+}
+
+/* DependencyIds answers the distinct ids of depends_on (NULL elements are
+ * rejected); *count is 0 when there are none. */
+int64 *
+DependencyIds(const EnqueueArgs &args, int element, int *count)
+{
+	*count = 0;
+	if (args.isnull[kDependsOn])
+		return nullptr;
+	ArrayType *array = DatumGetArrayTypeP(args.value[kDependsOn]);
+	Datum *elems;
+	bool *elem_nulls;
+	int n;
+	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	for (int i = 0; i < n; i++) {
+		if (elem_nulls[i])
+			RaiseInvalid(element, "depends_on must not contain nulls");
+		int64 id = DatumGetInt64(elems[i]);
+		bool seen = false;
+		for (int j = 0; j < *count && !seen; j++)
+			seen = ids[j] == id;
+		if (!seen)
+			ids[(*count)++] = id;
+	}
+	return ids;
+}
+
+} // namespace
+
+void
+SetEnqueueDefaults(EnqueueArgs *args)
+{
+	for (int i = 0; i < kEnqueueArgCount; i++) {
+		args->value[i] = Datum(0);
+		args->isnull[i] = true;
+	}
+	args->value[kPayload] = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	args->value[kPriority] = Int32GetDatum(0);
+	args->value[kRunAfter] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	args->value[kMaxAttempts] = Int32GetDatum(5);
+	args->value[kQueue] = CStringGetTextDatum("default");
+	for (EnqueueArg set : {kPayload, kPriority, kRunAfter, kMaxAttempts, kQueue})
+		args->isnull[set] = false;
+}
+
+int64
+Enqueue(const EnqueueArgs &args, int element)
+{
+	Validate(args, element);
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz run_after = args.isnull[kRunAfter] ? now : DatumGetTimestampTz(args.value[kRunAfter]);
+
+	/* Dependencies: unfinished ones are locked and become edges; finished
+	 * ones are met (DONE) or doom the job (FAILED/CANCELLED). */
+	int dep_count;
+	int64 *dep_ids = DependencyIds(args, element, &dep_count);
+	int64 *pending = nullptr;
+	int pending_count = 0;
+	char *cancel_reason = nullptr;
+	if (dep_count > 0) {
+		Datum dep_values[1] = {Int8Array(dep_ids, dep_count)};
+		IdList live = CopyIds(Exec(Stmt::kLockLiveDeps, dep_values, nullptr, SPI_OK_UPDATE_RETURNING), false);
+		pending = live.ids;
+		pending_count = static_cast<int>(live.count);
+		if (live.count < static_cast<uint64>(dep_count)) {
+			IdList finished = CopyIds(Exec(Stmt::kFinishedDeps, dep_values, nullptr, SPI_OK_SELECT), true);
+			for (int i = 0; i < dep_count; i++) {
+				bool found = false;
+				for (uint64 j = 0; j < live.count && !found; j++)
+					found = live.ids[j] == dep_ids[i];
+				for (uint64 j = 0; j < finished.count && !found; j++) {
+					if (finished.ids[j] != dep_ids[i])
+						continue;
+					found = true;
+					if (!IsStatus(finished.labels[j], "DONE") && cancel_reason == nullptr)
+						cancel_reason = psprintf("dependency %lld ended %s", (long long)dep_ids[i], finished.labels[j]);
+				}
+				if (!found)
+					RaiseInvalid(element, psprintf("depends_on references unknown job %lld", (long long)dep_ids[i]));
+			}
+		}
+	}
+
+	char nulls[kEnqueueArgCount + 3];
+	memset(nulls, ' ', sizeof(nulls));
+	if (cancel_reason != nullptr) {
+		/* A job doomed at birth still defers to an unfinished job holding its
+		 * dedupe key. */
+		if (!args.isnull[kDedupeKey]) {
+			Datum key[1] = {args.value[kDedupeKey]};
+			if (Exec(Stmt::kLiveByDedupe, key, nullptr, SPI_OK_SELECT) > 0)
+				return ColInt64(0, 1);
+		}
+		Datum values[11] = {args.value[kPriority],  args.value[kMaxAttempts], args.value[kTimeoutSeconds],
+		                    TimestampTzGetDatum(run_after), args.value[kQueue], args.value[kJobType],
+		                    args.value[kDedupeKey], args.value[kFifoKey],  args.value[kDependsOn],
+		                    CStringGetTextDatum(cancel_reason), args.value[kPayload]};
+		nulls[2] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
+		nulls[6] = args.isnull[kDedupeKey] ? 'n' : ' ';
+		nulls[7] = args.isnull[kFifoKey] ? 'n' : ' ';
+		nulls[8] = args.isnull[kDependsOn] ? 'n' : ' ';
+		nulls[11] = '\0';
+		Exec(Stmt::kInsertCancelled, values, nulls, SPI_OK_INSERT_RETURNING);
+		return ColInt64(0, 1);
+	}
+
+	bool blocked = pending_count > 0;
+	if (!args.isnull[kFifoKey]) {
+		const char *fifo_key = TextDatumGetCString(args.value[kFifoKey]);
+		LockFifoGroup(fifo_key);
+		Datum key[1] = {args.value[kFifoKey]};
+		if (Exec(Stmt::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0)
+			blocked = true;
+	}
+
+	Datum values[12] = {CStringGetTextDatum(blocked ? "BLOCKED" : "READY"),
+	                    BoolGetDatum(!blocked && run_after > now),
+	                    args.value[kPriority],
+	                    args.value[kMaxAttempts],
+	                    args.value[kTimeoutSeconds],
+	                    TimestampTzGetDatum(run_after),
+	                    args.value[kQueue],
+	                    args.value[kJobType],
+	                    args.value[kDedupeKey],
+	                    args.value[kFifoKey],
+	                    args.value[kDependsOn],
+	                    args.value[kPayload]};
+	nulls[4] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
+	nulls[8] = args.isnull[kDedupeKey] ? 'n' : ' ';
+	nulls[9] = args.isnull[kFifoKey] ? 'n' : ' ';
+	nulls[10] = args.isnull[kDependsOn] ? 'n' : ' ';
+	nulls[12] = '\0';
+	Exec(Stmt::kInsertLive, values, nulls, SPI_OK_INSERT_RETURNING);
+	int64 id = ColInt64(0, 1);
+	bool inserted = ColBool(0, 2);
+	if (inserted && pending_count > 0) {
+		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};
+		Exec(Stmt::kInsertEdges, edge_values, nullptr, SPI_OK_INSERT);
+	}
+	return id;
+}
+
+uint64
+PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
+       Tuplestorestate *out, TupleDesc out_desc)
+{
+	Stmt stmt = job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
+	                      : (queues ? Stmt::kPickQueues : Stmt::kPick);
+	Datum values[4] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
+	                   PointerGetDatum(queues)};
+	char nulls[5] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', '\0'};
+	TimestampTz deadline = GetCurrentTimestamp() + wait_ms * 1000;
+	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
+	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
+
+	for (;;) {
+		Exec(Stmt::kPromoteDue, nullptr, nullptr, SPI_OK_UPDATE);
+		uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
+		for (uint64 i = 0; i < n; i++) {
+			heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
+			tuplestore_putvalues(out, out_desc, row_values, row_nulls);
+		}
+		if (n > 0)
+			return n;
+		long remaining_ms = (deadline - GetCurrentTimestamp()) / 1000;
+		if (remaining_ms <= 0)
+			return 0;
+		/* Without shared memory nobody can wake us: re-check every 50 ms. */
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(remaining_ms, 50L),
+		                PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+void
+MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease)
+{
+	FinishRunning(job_id, lease, has_lease, "DONE", "done", nullptr, result, result_null);
+}
+
+const char *
+MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
+{
+	if (retry_after && retry_after->time < 0 && retry_after->day <= 0 && retry_after->month <= 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("retry_after must not be negative")));
+	if (error) {
+		int bytes = pg_mbcharcliplen(error, strlen(error), kMaxErrorChars);
+		error = pnstrdup(error, bytes);
+	}
+	Datum values[2] = {Int64GetDatum(job_id), lease};
+	char nulls[3] = {' ', has_lease ? ' ' : 'n', '\0'};
+	if (Exec(Stmt::kLockRunning, values, nulls, SPI_OK_SELECT) == 0)
+		RaiseNotRunning(job_id, lease, has_lease);
+	bool isnull;
+	int32 attempts = DatumGetInt32(Col(0, 1, &isnull));
+	int32 max_attempts = DatumGetInt32(Col(0, 2, &isnull));
+
+	if (terminal || attempts >= max_attempts) {
+		FinishRunning(job_id, lease, has_lease, "FAILED", "failed", error, Datum(0), true);
+		return "FAILED";
+	}
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz run_after =
+		retry_after ? DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+	                                                          PointerGetDatum(retry_after)))
+	                : now + backoff::DelayFor(guc::Backoff(), attempts);
+	Requeue(job_id, run_after, error, "retry");
+	return "READY";
+}
+
+void
+Heartbeat(int64 job_id, Datum lease, bool has_lease)
+{
+	Datum values[2] = {Int64GetDatum(job_id), lease};
+	char nulls[3] = {' ', has_lease ? ' ' : 'n', '\0'};
+	if (Exec(Stmt::kHeartbeat, values, nulls, SPI_OK_UPDATE_RETURNING) == 0)
+		RaiseNotRunning(job_id, lease, has_lease);
+}
+
+int32
+ReapStale(const Interval *default_stale_after)
+{
+	Datum values[1] = {PointerGetDatum(default_stale_after)};
+	uint64 n = Exec(Stmt::kStale, values, nullptr, SPI_OK_SELECT);
+	IdList stale{static_cast<int64 *>(palloc(sizeof(int64) * (n + 1))), nullptr, n};
+	bool *exhausted = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
+	for (uint64 i = 0; i < n; i++) {
+		stale.ids[i] = ColInt64(i, 1);
+		exhausted[i] = ColBool(i, 2);
+	}
+	const char *error = "timed out: no heartbeat within the stale window";
+	for (uint64 i = 0; i < n; i++) {
+		if (exhausted[i])
+			FinishRunning(stale.ids[i], Datum(0), false, "FAILED", "stale", error, Datum(0), true);
+		else
+			Requeue(stale.ids[i], GetCurrentTransactionStartTimestamp(), error, "stale");
+	}
+	return static_cast<int32>(n);
+}
+
+bool
+Cancel(int64 job_id, const char *reason)
+{
+	Datum values[1] = {Int64GetDatum(job_id)};
+	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
+	char *status = ColText(0, 1);
+	char *fifo_key = ColText(0, 3);
+	if (IsStatus(status, "DONE") || IsStatus(status, "FAILED") || IsStatus(status, "CANCELLED"))
+		return false;
+	if (fifo_key)
+		LockFifoGroup(fifo_key);
+	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? reason : "cancelled");
+}
+
+bool
+Retry(int64 job_id)
+{
+	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};
+	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
+	char *status = ColText(0, 1);
+	char *fifo_key = ColText(0, 3);
+	if (!IsStatus(status, "FAILED") && !IsStatus(status, "CANCELLED"))
+		return false;
+	if (Exec(Stmt::kDedupeHolder, values, nullptr, SPI_OK_SELECT) > 0)
+		ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
+		                errmsg("job %lld cannot be retried while job %lld holds its dedupe key", (long long)job_id,
+		                       (long long)ColInt64(0, 1))));
+	bool blocked = false;
+	if (fifo_key) {
+		LockFifoGroup(fifo_key);
+		Datum key[1] = {CStringGetTextDatum(fifo_key)};
+		blocked = Exec(Stmt::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0;
+	}
+	values[1] = CStringGetTextDatum(blocked ? "BLOCKED" : "READY");
+	return Exec(Stmt::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING) > 0;
+}
+
+int64
+Purge(const Interval *older_than, const char *statuses_literal)
+{
+	Datum values[2] = {PointerGetDatum(older_than), CStringGetTextDatum(statuses_literal)};
+	Exec(Stmt::kPurge, values, nullptr, SPI_OK_SELECT);
+	return ColInt64(0, 1);
+}
+
+MaintenanceCounts
+RunMaintenance()
+{
+	MaintenanceCounts counts{};
+	Interval stale_after{};
+	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
+	counts.reaped = ReapStale(&stale_after);
+
+	/* Backstop for unblocking: edges whose dependency already finished, and
+	 * BLOCKED jobs with nothing left to wait for. */
+	IdList edges = CopyIds(Exec(Stmt::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
+	for (uint64 i = 0; i < edges.count; i++)
+		AfterFinish(edges.ids[i], edges.labels[i], true, nullptr);
+	IdList stranded = CopyIds(Exec(Stmt::kStrandedBlocked, nullptr, nullptr, SPI_OK_SELECT), false);
+	for (uint64 i = 0; i < stranded.count; i++)
+		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
+
+	counts.promoted = static_cast<int64>(Exec(Stmt::kPromoteDue, nullptr, nullptr, SPI_OK_UPDATE));
+	if (pqrun_retention > 0) {
+		Interval keep{};
+		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;
+		Datum values[2] = {PointerGetDatum(&keep), Int32GetDatum(kRetentionBatch)};
+		Exec(Stmt::kRetention, values, nullptr, SPI_OK_SELECT);
+		counts.purged = ColInt64(0, 1);
+	}
+	return counts;
+}
+
+} // namespace pqrun::queue

@@ -1,0 +1,245 @@
+/* src/spi_plans.cpp — SQL text of every statement and its kept plan.
+ *
+ * All text is schema-qualified and takes values only as parameters. Plans
+ * are prepared on first use in each backend and kept for its lifetime; the
+ * plan cache re-plans them after DDL (including DROP/CREATE EXTENSION).
+ */
+#include "spi_plans.hpp"
+
+namespace pqrun::spi {
+
+namespace {
+
+constexpr int kMaxArgs = 12;
+
+struct StmtDef {
+	Stmt stmt;
+	const char *name;
+	const char *sql;
+	int nargs;
+	Oid argtypes[kMaxArgs];
+};
+
+/* Columns of pqrun.jobs, in the view's order, from a job_live row. */
+#define LIVE_AS_JOB                                                                                                    \
+	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, "             \
+	"locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, "                                \
+	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at "
+
+/* Claim up to $2 runnable jobs for worker $1, optionally filtered by job types
+ * $3 and queues $4. The partial index job_live_pick yields rows already in
+ * priority/id order, so the claim touches only the rows it returns plus the
+ * ones other pickers hold. */
+#define PICK(filter)                                                                                                   \
+	"WITH picked AS ("                                                                                                 \
+	"  SELECT id FROM pqrun.job_live"                                                                                  \
+	"   WHERE status = 'READY' AND NOT delayed " filter "   ORDER BY priority DESC, id"                               \
+	"   LIMIT $2 FOR UPDATE SKIP LOCKED),"                                                                             \
+	" claimed AS ("                                                                                                    \
+	"  UPDATE pqrun.job_live j"                                                                                        \
+	"     SET status = 'RUNNING', attempts = j.attempts + 1, locked_at = pg_catalog.now(), locked_by = $1,"           \
+	"         lease_token = pg_catalog.gen_random_uuid(), heartbeat_at = NULL,"                                       \
+	"         holder_pid = pg_catalog.pg_backend_pid(), updated_at = pg_catalog.now()"                                 \
+	"    FROM picked WHERE j.id = picked.id"                                                                           \
+	"  RETURNING j.*)"                                                                                                 \
+	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"
+
+/* Move the job_live rows in CTE `gone` to job_done as status $3 with outcome
+ * $4 (kept only if the job was running), error $5 (NULL keeps the last one)
+ * and result $6; answer what the caller must follow up on. */
+#define FINISH_FROM_GONE                                                                                               \
+	", moved AS ("                                                                                                     \
+	"  INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, duration_ms,"       \
+	"     run_after, locked_at, finished_at, created_at, updated_at, lease_token, queue, job_type, locked_by,"         \
+	"     dedupe_key, fifo_key, depends_on, outcome, last_error, result, payload)"                                     \
+	"  SELECT id, $3::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds,"                           \
+	"     CASE WHEN status = 'RUNNING' THEN"                                                                           \
+	"       LEAST(pg_catalog.date_part('epoch', pg_catalog.now() - locked_at) * 1000, 2147483647)::int END,"          \
+	"     run_after, locked_at, pg_catalog.now(), created_at, pg_catalog.now(), lease_token, queue, job_type,"        \
+	"     locked_by, dedupe_key, fifo_key, depends_on, CASE WHEN status = 'RUNNING' THEN $4 END,"                     \
+	"     COALESCE($5, last_error), $6, payload"                                                                       \
+	"  FROM gone)"                                                                                                     \
+	" SELECT has_dependents, fifo_key, queue FROM gone"
+
+const StmtDef kStmts[] = {
+	{Stmt::kInsertLive, "insert live",
+	 "INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"
+	 "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload)"
+	 " VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"
+	 "   $7, $8, $9, $10, $11, $12)"
+	 " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO UPDATE SET updated_at = EXCLUDED.updated_at"
+	 " RETURNING j.id, j.xmax::text = '0'",
+	 12,
+	 {TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID,
+	  JSONBOID}},
+	{Stmt::kInsertCancelled, "insert cancelled",
+	 "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
+	 "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
+	 " VALUES (pg_catalog.nextval('pqrun.job_id_seq'), 'CANCELLED', $1, 0, $2, $3, $4,"
+	 "   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11)"
+	 " RETURNING id",
+	 11,
+	 {INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, JSONBOID}},
+	/* Locks the unfinished dependencies so none can finish while the dependent
+	 * is being written, and flags them so finishing them looks for dependents. */
+	{Stmt::kLockLiveDeps, "lock live deps",
+	 "UPDATE pqrun.job_live SET has_dependents = true WHERE id = ANY ($1) RETURNING id", 1, {INT8ARRAYOID}},
+	{Stmt::kFinishedDeps, "finished deps", "SELECT id, status::text FROM pqrun.job_done WHERE id = ANY ($1)", 1,
+	 {INT8ARRAYOID}},
+	{Stmt::kInsertEdges, "insert edges",
+	 "INSERT INTO pqrun.job_dep (job_id, dep_id) SELECT $1, d FROM pg_catalog.unnest($2) AS d"
+	 " ON CONFLICT DO NOTHING",
+	 2, {INT8OID, INT8ARRAYOID}},
+	{Stmt::kFifoLock, "fifo lock", "SELECT pg_catalog.pg_advisory_xact_lock(1886745198, pg_catalog.hashtext($1))", 1,
+	 {TEXTOID}},
+	{Stmt::kFifoBusy, "fifo busy", "SELECT 1 FROM pqrun.job_live WHERE fifo_key = $1 LIMIT 1", 1, {TEXTOID}},
+	{Stmt::kPromoteDue, "promote due",
+	 "WITH due AS (SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= pg_catalog.now()"
+	 "   ORDER BY run_after LIMIT 1000 FOR UPDATE SKIP LOCKED)"
+	 " UPDATE pqrun.job_live j SET delayed = false FROM due WHERE j.id = due.id",
+	 0, {}},
+	{Stmt::kPick, "pick", PICK(""), 4, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
+	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), 4,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
+	{Stmt::kPickQueues, "pick by queue", PICK("AND queue = ANY ($4)"), 4,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
+	{Stmt::kPickTypesQueues, "pick by type and queue", PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), 4,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
+	{Stmt::kFinishRunning, "finish running",
+	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
+	 "   AND ($2::uuid IS NULL OR lease_token = $2) RETURNING *)" FINISH_FROM_GONE,
+	 6, {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}},
+	{Stmt::kFinishAny, "finish any",
+	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND $2::uuid IS NULL RETURNING *)" FINISH_FROM_GONE, 6,
+	 {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}},
+	{Stmt::kLockRunning, "lock running",
+	 "SELECT attempts, max_attempts FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
+	 "   AND ($2::uuid IS NULL OR lease_token = $2) FOR UPDATE",
+	 2, {INT8OID, UUIDOID}},
+	/* Ends the running attempt of job $1 with outcome $4 and error $3 and makes
+	 * the job READY again at $2; the attempt goes to the history table. */
+	{Stmt::kRequeue, "requeue",
+	 "WITH logged AS ("
+	 "  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"
+	 "  SELECT id, attempts, locked_at, pg_catalog.now(), locked_by, $4, $3 FROM pqrun.job_live"
+	 "   WHERE id = $1 AND status = 'RUNNING')"
+	 " UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
+	 "   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"
+	 "   holder_pid = NULL, updated_at = pg_catalog.now()"
+	 " WHERE id = $1 AND status = 'RUNNING' RETURNING queue",
+	 4, {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}},
+	{Stmt::kHeartbeat, "heartbeat",
+	 "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(),"
+	 "   holder_pid = pg_catalog.pg_backend_pid(), updated_at = pg_catalog.now()"
+	 " WHERE id = $1 AND status = 'RUNNING' AND ($2::uuid IS NULL OR lease_token = $2) RETURNING id",
+	 2, {INT8OID, UUIDOID}},
+	{Stmt::kJobState, "job state",
+	 "SELECT status::text, lease_token, fifo_key FROM pqrun.job_live WHERE id = $1"
+	 " UNION ALL SELECT status::text, lease_token, fifo_key FROM pqrun.job_done WHERE id = $1",
+	 1, {INT8OID}},
+	{Stmt::kDropEdgesOf, "drop edges of", "DELETE FROM pqrun.job_dep WHERE job_id = $1", 1, {INT8OID}},
+	{Stmt::kTakeDependents, "take dependents", "DELETE FROM pqrun.job_dep WHERE dep_id = $1 RETURNING job_id", 1,
+	 {INT8OID}},
+	{Stmt::kBlockedFifoKey, "blocked fifo key",
+	 "SELECT fifo_key FROM pqrun.job_live WHERE id = $1 AND status = 'BLOCKED'", 1, {INT8OID}},
+	{Stmt::kLockBlocked, "lock blocked",
+	 "SELECT 1 FROM pqrun.job_live WHERE id = $1 AND status = 'BLOCKED' FOR UPDATE", 1, {INT8OID}},
+	/* Must run after the row lock of kLockBlocked was granted, so that its
+	 * snapshot sees what the transactions it waited for committed. */
+	{Stmt::kReleaseIfFree, "release if free",
+	 "UPDATE pqrun.job_live j SET status = 'READY', delayed = j.run_after > pg_catalog.now(),"
+	 "   updated_at = pg_catalog.now()"
+	 " WHERE j.id = $1 AND j.status = 'BLOCKED'"
+	 "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
+	 "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
+	 "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
+	 " RETURNING j.queue",
+	 1, {INT8OID}},
+	{Stmt::kFifoHead, "fifo head", "SELECT id FROM pqrun.job_live WHERE fifo_key = $1 ORDER BY id LIMIT 1", 1,
+	 {TEXTOID}},
+	{Stmt::kStale, "stale",
+	 "SELECT id, attempts >= max_attempts FROM pqrun.job_live"
+	 " WHERE status = 'RUNNING'"
+	 "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, $1)"
+	 " FOR UPDATE SKIP LOCKED",
+	 1, {INTERVALOID}},
+	{Stmt::kRetryFinished, "retry finished",
+	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = $1 AND status IN ('FAILED', 'CANCELLED') RETURNING *),"
+	 " logged AS ("
+	 "  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"
+	 "  SELECT id, attempts, locked_at, finished_at, locked_by, outcome, last_error FROM gone"
+	 "   WHERE outcome IS NOT NULL)"
+	 " INSERT INTO pqrun.job_live (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
+	 "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
+	 " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
+	 "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
+	 " FROM gone RETURNING queue",
+	 2, {INT8OID, TEXTOID}},
+	{Stmt::kDedupeHolder, "dedupe holder",
+	 "SELECT l.id FROM pqrun.job_done d JOIN pqrun.job_live l ON l.dedupe_key = d.dedupe_key WHERE d.id = $1", 1,
+	 {INT8OID}},
+	{Stmt::kLiveByDedupe, "live by dedupe", "SELECT id FROM pqrun.job_live WHERE dedupe_key = $1", 1, {TEXTOID}},
+	{Stmt::kPurge, "purge",
+	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE status::text = ANY ($2::text[])"
+	 "   AND finished_at < pg_catalog.now() - $1 RETURNING id),"
+	 " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+	 " SELECT pg_catalog.count(*) FROM gone",
+	 2, {INTERVALOID, TEXTOID}},
+	/* Dependency edges whose dependency has already finished: the backstop for
+	 * anything the synchronous unblocking in mark_done/mark_error missed. */
+	{Stmt::kStrandedEdges, "stranded edges",
+	 "SELECT d.dep_id, f.status::text FROM pqrun.job_dep d JOIN pqrun.job_done f ON f.id = d.dep_id"
+	 " GROUP BY d.dep_id, f.status LIMIT 1000",
+	 0, {}},
+	{Stmt::kStrandedBlocked, "stranded blocked",
+	 "SELECT j.id FROM pqrun.job_live j WHERE j.status = 'BLOCKED'"
+	 "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
+	 "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
+	 "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
+	 " LIMIT 1000",
+	 0, {}},
+	{Stmt::kRetention, "retention",
+	 "WITH victims AS (SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2),"
+	 " gone AS (DELETE FROM pqrun.job_done d USING victims v WHERE d.id = v.id RETURNING d.id),"
+	 " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+	 " SELECT pg_catalog.count(*) FROM gone",
+	 2, {INTERVALOID, INT4OID}},
+};
+
+static_assert(sizeof(kStmts) / sizeof(kStmts[0]) == static_cast<size_t>(Stmt::kCount),
+              "every Stmt needs exactly one definition");
+
+/* Kept plans of this backend, indexed by Stmt; they live in CacheMemoryContext. */
+SPIPlanPtr plans[static_cast<int>(Stmt::kCount)];
+
+SPIPlanPtr
+PlanFor(Stmt stmt)
+{
+	int index = static_cast<int>(stmt);
+	if (plans[index] == nullptr) {
+		const StmtDef &def = kStmts[index];
+		if (def.stmt != stmt)
+			elog(ERROR, "pqrun: statement table out of order at \"%s\"", def.name);
+		SPIPlanPtr plan = SPI_prepare(def.sql, def.nargs, const_cast<Oid *>(def.argtypes));
+		if (plan == nullptr)
+			elog(ERROR, "pqrun: could not prepare \"%s\": %s", def.name, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "pqrun: could not keep plan \"%s\"", def.name);
+		plans[index] = plan;
+	}
+	return plans[index];
+}
+
+} // namespace
+
+uint64
+Exec(Stmt stmt, Datum *values, const char *nulls, int expected_rc, long count)
+{
+	int rc = SPI_execute_plan(PlanFor(stmt), values, nulls, false, count);
+	if (rc != expected_rc)
+		elog(ERROR, "pqrun: statement \"%s\" failed: %s", kStmts[static_cast<int>(stmt)].name,
+		     SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+} // namespace pqrun::spi

@@ -1,0 +1,54 @@
+/* src/spi_plans.hpp — every SQL statement pqrun runs through SPI.
+ *
+ * Statements are prepared lazily once per backend, kept (SPI_keepplan) and
+ * re-planned by PostgreSQL's plan cache after DDL. Callers must be connected
+ * to SPI.
+ */
+#pragma once
+
+#include "pg.hpp"
+
+namespace pqrun::spi {
+
+enum class Stmt {
+	kInsertLive,
+	kInsertCancelled,
+	kLockLiveDeps,
+	kFinishedDeps,
+	kInsertEdges,
+	kFifoLock,
+	kFifoBusy,
+	kPromoteDue,
+	kPick,
+	kPickTypes,
+	kPickQueues,
+	kPickTypesQueues,
+	kFinishRunning,
+	kFinishAny,
+	kLockRunning,
+	kRequeue,
+	kHeartbeat,
+	kJobState,
+	kDropEdgesOf,
+	kTakeDependents,
+	kBlockedFifoKey,
+	kLockBlocked,
+	kReleaseIfFree,
+	kFifoHead,
+	kStale,
+	kRetryFinished,
+	kDedupeHolder,
+	kLiveByDedupe,
+	kPurge,
+	kStrandedEdges,
+	kStrandedBlocked,
+	kRetention,
+	kCount,
+};
+
+/* Exec runs `stmt` with `values`/`nulls` (nulls as in SPI: ' ' or 'n'),
+ * raising an internal error unless SPI answers `expected_rc`. Returns
+ * SPI_processed; rows are in SPI_tuptable. */
+uint64 Exec(Stmt stmt, Datum *values, const char *nulls, int expected_rc, long count = 0);
+
+} // namespace pqrun::spi

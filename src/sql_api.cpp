@@ -1,0 +1,247 @@
+/* src/sql_api.cpp — every SQL-callable function of pqrun.
+ *
+ * Each entry point unpacks its arguments, validates what the SQL signature
+ * cannot (SQLSTATE 22023 for bad values), runs the queue logic inside one
+ * SPI connection and packs the result. Nothing else lives here.
+ */
+#include "batch_input.hpp"
+#include "boundary.hpp"
+#include "queue.hpp"
+
+namespace {
+
+using namespace pqrun;
+
+void
+RaiseInvalid(const char *message)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", message)));
+}
+
+/* RequireArg rejects a NULL for an argument that has no meaning as NULL. */
+void
+RequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		RaiseInvalid(psprintf("%s must not be null", name));
+}
+
+int64
+JobIdArg(FunctionCallInfo fcinfo)
+{
+	RequireArg(fcinfo, 0, "job_id");
+	return PG_GETARG_INT64(0);
+}
+
+/* OptionalTextArray answers a text[] argument, NULL for SQL NULL, and
+ * rejects empty arrays and NULL elements. */
+ArrayType *
+OptionalTextArray(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		return nullptr;
+	ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) == 0)
+		RaiseInvalid(psprintf("%s must not be empty (use NULL for any)", name));
+	if (array_contains_nulls(array))
+		RaiseInvalid(psprintf("%s must not contain nulls", name));
+	return array;
+}
+
+int64
+IntervalMs(const Interval *interval)
+{
+	return (interval->time + (static_cast<int64>(interval->day) + interval->month * 30LL) * USECS_PER_DAY) / 1000;
+}
+
+bool
+IsNegative(const Interval *interval)
+{
+	return IntervalMs(interval) < 0;
+}
+
+/* BeginSetResult prepares a materialized set result: one column of
+ * scalar_type, or the function's declared row type for InvalidOid. */
+ReturnSetInfo *
+BeginSetResult(FunctionCallInfo fcinfo, Oid scalar_type)
+{
+	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("set-valued function called in context that cannot accept a set")));
+	MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	TupleDesc desc;
+	if (scalar_type == InvalidOid) {
+		if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "pqrun: return type must be a row type");
+		desc = CreateTupleDescCopy(desc);
+	} else {
+		desc = CreateTemplateTupleDesc(1);
+		TupleDescInitEntry(desc, 1, "id", scalar_type, -1, 0);
+	}
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+	rsinfo->setDesc = desc;
+	MemoryContextSwitchTo(old);
+	return rsinfo;
+}
+
+void
+Connect()
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+}
+
+void
+Finish()
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "pqrun: SPI_finish failed");
+}
+
+} // namespace
+
+PQRUN_FUNCTION(pqrun_enqueue)
+{
+	queue::EnqueueArgs args;
+	for (int i = 0; i < queue::kEnqueueArgCount; i++) {
+		args.isnull[i] = PG_ARGISNULL(i);
+		args.value[i] = args.isnull[i] ? Datum(0) : PG_GETARG_DATUM(i);
+	}
+	Connect();
+	int64 id = queue::Enqueue(args, 0);
+	Finish();
+	PG_RETURN_INT64(id);
+}
+
+PQRUN_FUNCTION(pqrun_enqueue_batch)
+{
+	if (PG_ARGISNULL(0))
+		RaiseInvalid("jobs must be a JSON array of objects, not null");
+	Jsonb *jobs = PG_GETARG_JSONB_P(0);
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, INT8OID);
+	Connect();
+	batch::JobCursor cursor;
+	batch::Begin(jobs, &cursor);
+	queue::EnqueueArgs args;
+	while (batch::Next(&cursor, &args)) {
+		Datum id = Int64GetDatum(queue::Enqueue(args, cursor.element));
+		bool isnull = false;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+	}
+	Finish();
+	return Datum(0);
+}
+
+PQRUN_FUNCTION(pqrun_pickup)
+{
+	RequireArg(fcinfo, 0, "worker_id");
+	RequireArg(fcinfo, 3, "batch_size");
+	RequireArg(fcinfo, 4, "wait");
+	ArrayType *job_types = OptionalTextArray(fcinfo, 1, "job_types");
+	ArrayType *queues = OptionalTextArray(fcinfo, 2, "queues");
+	int32 batch_size = PG_GETARG_INT32(3);
+	if (batch_size < 1)
+		RaiseInvalid(psprintf("batch_size must be at least 1, not %d", batch_size));
+	const Interval *wait = PG_GETARG_INTERVAL_P(4);
+	if (IsNegative(wait))
+		RaiseInvalid("wait must not be negative");
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	Connect();
+	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, IntervalMs(wait), rsinfo->setResult,
+	              rsinfo->setDesc);
+	Finish();
+	return Datum(0);
+}
+
+PQRUN_FUNCTION(pqrun_mark_done)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	queue::MarkDone(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), PG_ARGISNULL(1),
+	                PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2));
+	Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_mark_error)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	RequireArg(fcinfo, 2, "terminal");
+	const char *error = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	const Interval *retry_after = PG_ARGISNULL(4) ? nullptr : PG_GETARG_INTERVAL_P(4);
+	if (retry_after && IsNegative(retry_after))
+		RaiseInvalid("retry_after must not be negative");
+	Connect();
+	const char *status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
+	                                      !PG_ARGISNULL(3), retry_after);
+	Finish();
+	Oid status_type = get_fn_expr_rettype(fcinfo->flinfo);
+	return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
+}
+
+PQRUN_FUNCTION(pqrun_heartbeat)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	queue::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1));
+	Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_reap_stale)
+{
+	RequireArg(fcinfo, 0, "default_stale_after");
+	const Interval *stale_after = PG_GETARG_INTERVAL_P(0);
+	if (IsNegative(stale_after))
+		RaiseInvalid("default_stale_after must not be negative");
+	Connect();
+	int32 reaped = queue::ReapStale(stale_after);
+	Finish();
+	PG_RETURN_INT32(reaped);
+}
+
+PQRUN_FUNCTION(pqrun_cancel)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	const char *reason = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Connect();
+	bool cancelled = queue::Cancel(job_id, reason);
+	Finish();
+	PG_RETURN_BOOL(cancelled);
+}
+
+PQRUN_FUNCTION(pqrun_retry)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	bool retried = queue::Retry(job_id);
+	Finish();
+	PG_RETURN_BOOL(retried);
+}
+
+PQRUN_FUNCTION(pqrun_purge)
+{
+	RequireArg(fcinfo, 0, "older_than");
+	RequireArg(fcinfo, 1, "statuses");
+	const Interval *older_than = PG_GETARG_INTERVAL_P(0);
+	if (IsNegative(older_than))
+		RaiseInvalid("older_than must not be negative");
+	const char *statuses = DatumGetCString(DirectFunctionCall1(array_out, PG_GETARG_DATUM(1)));
+	Connect();
+	int64 purged = queue::Purge(older_than, statuses);
+	Finish();
+	PG_RETURN_INT64(purged);
+}
+
+PQRUN_FUNCTION(pqrun_run_maintenance)
+{
+	Connect();
+	queue::MaintenanceCounts counts = queue::RunMaintenance();
+	Finish();
+	const char *json = psprintf("{\"reaped\": %d, \"unblocked\": %lld, \"promoted\": %lld, \"purged\": %lld}",
+	                            counts.reaped, (long long)counts.unblocked, (long long)counts.promoted,
+	                            (long long)counts.purged);
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+}

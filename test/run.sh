@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# test/run.sh — runs every pqrun test suite against a throwaway cluster.
+#
+# Builds and installs the extension, starts a private PostgreSQL with pqrun
+# preloaded, then runs: the unit tests of the pure C++ modules, pg_regress
+# (sql/ + expected/), the isolation specs (test/isolation), pgTAP
+# (test/pgtap) and the shell-driven tests (test/shell/*.sh, which may start
+# clusters of their own). Ends with one line "N passed, M failed".
+#
+# Usage: bash test/run.sh [--keep]   (--keep leaves the cluster's files)
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+source test/lib/cluster.sh
+
+keep=0
+[ "${1:-}" = "--keep" ] && keep=1
+
+passed=0
+failed=0
+failures=()
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); failures+=("$1"); }
+
+echo "== build and install"
+make -s -j2 ERROR_ON_WARNING=1 >/dev/null && make -s install >/dev/null || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+work=$(mktemp -d /tmp/pqrun-test.XXXXXX)
+chmod 755 "$work"
+[ "$(id -u)" = 0 ] && chown postgres: "$work"
+port=${PQRUN_TEST_PORT:-54329}
+cleanup() {
+	cluster_stop "$work"
+	[ $keep = 1 ] && echo "kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+
+cluster_init "$work" "$port" test/pqrun.conf && cluster_start "$work" || { echo "0 passed, 1 failed"; exit 1; }
+export PGHOST=$work PGPORT=$port PGUSER=postgres
+
+# count_pg_regress LOGFILE: add pg_regress's per-test verdicts to the tally.
+count_pg_regress() {
+	local line name
+	while IFS= read -r line; do
+		name=$(sed -E 's/^(test|permutation)? *([^ ]+).*/\2/; s/^ +//' <<<"$line")
+		case "$line" in
+		*" ... ok"* | *" ... ignored"*) pass ;;
+		*" ... FAILED"* | *" ... failed"*) fail "$1: $name" ;;
+		esac
+	done <"$2"
+}
+
+echo "== unit tests"
+if make -s -C test/unit >"$work/unit.log" 2>&1; then pass; else fail "unit"; fi
+grep -E "passed|failed" "$work/unit.log"
+
+pgxs=$(dirname "$(pg_config --pgxs)")/..
+regress_tests=$(sed -n 's/^REGRESS *= *//p' Makefile)
+isolation_tests=$(sed -n 's/^ISOLATION *= *//p' Makefile)
+
+echo "== pg_regress"
+mkdir -p "$work/regress" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/regress"; }
+as_pg "$pgxs/src/test/regress/pg_regress" --inputdir="$repo" --outputdir="$work/regress" \
+	--bindir="$PG_BINDIR" --host="$work" --port="$port" --user=postgres --dbname=pqrun_regress \
+	$regress_tests 2>&1 | tee "$work/regress.log"
+count_pg_regress regress "$work/regress.log"
+[ -f "$work/regress/regression.diffs" ] && cp "$work/regress/regression.diffs" "$repo/regression.diffs"
+
+echo "== isolation"
+mkdir -p "$work/isolation" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/isolation"; }
+as_pg "$pgxs/src/test/isolation/pg_isolation_regress" --inputdir="$repo/test/isolation" \
+	--outputdir="$work/isolation" --bindir="$PG_BINDIR" --host="$work" --port="$port" --user=postgres \
+	--dbname=pqrun_isolation $isolation_tests 2>&1 | tee "$work/isolation.log"
+count_pg_regress isolation "$work/isolation.log"
+[ -f "$work/isolation/regression.diffs" ] && cp "$work/isolation/regression.diffs" "$repo/isolation.diffs"
+
+echo "== pgTAP"
+createdb pqrun_tap && psql -qX -d pqrun_tap -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION pqrun" >/dev/null
+for f in test/pgtap/*.sql; do
+	[ -e "$f" ] || continue
+	if PGDATABASE=pqrun_tap pg_prove -q "$f" >"$work/tap.log" 2>&1; then
+		pass
+		echo "pgtap $f ... ok"
+	else
+		fail "pgtap: $f"
+		cat "$work/tap.log"
+	fi
+done
+
+echo "== shell tests"
+for t in test/shell/*.sh; do
+	[ -e "$t" ] || continue
+	if PQRUN_WORK=$work bash "$t" >"$work/shell.log" 2>&1; then
+		pass
+		echo "shell $t ... ok"
+	else
+		fail "shell: $t"
+		echo "shell $t ... FAILED"
+		tail -n 40 "$work/shell.log"
+	fi
+done
+
+echo
+for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
