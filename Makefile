@@ -32,10 +32,11 @@ SHLIB_LINK += -lstdc++
 
 EXTRA_CLEAN = sql/pqrun--$(EXTVERSION).sql results regression.diffs regression.out output_iso tmp_check tmp_check_iso
 
-include $(PGXS)
+# No LLVM bitcode for JIT inlining: it would need clang on every build
+# machine and buys nothing for code that runs SPI.
+override with_llvm = no
 
-# PGXS passes PG_CXXFLAGS to g++ but not to the bitcode compiler.
-COMPILE.cxx.bc += $(PG_CXXFLAGS)
+include $(PGXS)
 
 # The version goes only into pqrun.o so other objects do not rebuild on a bump.
 src/pqrun.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\"

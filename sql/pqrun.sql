@@ -208,3 +208,13 @@ AS 'MODULE_PATHNAME', 'pqrun_purge' LANGUAGE c VOLATILE;
 CREATE FUNCTION pqrun.run_maintenance()
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'pqrun_run_maintenance' LANGUAGE c VOLATILE;
+
+/* ---- Background workers ------------------------------------------------- */
+
+CREATE FUNCTION pqrun._register_database()
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_register_database' LANGUAGE c VOLATILE;
+REVOKE ALL ON FUNCTION pqrun._register_database() FROM PUBLIC;
+
+/* Wake the launcher so this database gets its worker within a second. */
+SELECT pqrun._register_database();

@@ -4,8 +4,11 @@
  * shared_preload_libraries, requests shared memory and registers the
  * background launcher. Loaded any other way, the SQL API still works.
  */
+#include "bgw.hpp"
 #include "boundary.hpp"
 #include "guc.hpp"
+#include "shmem.hpp"
+#include "utility_hook.hpp"
 
 extern "C" {
 PQRUN_MODULE_MAGIC;
@@ -18,6 +21,11 @@ void
 Init()
 {
 	pqrun::guc::Define();
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+		return;
+	pqrun::shmem::InstallHooks();
+	pqrun::bgw::RegisterLauncher();
+	pqrun::InstallUtilityHook();
 }
 
 } // namespace

@@ -559,6 +559,38 @@ Purge(const Interval *older_than, const char *statuses_literal)
 	return ColInt64(0, 1);
 }
 
+/* RescueOrphans puts back running jobs whose holder (the backend that
+ * picked them up or last sent a heartbeat) has exited. */
+int64
+RescueOrphans()
+{
+	uint64 n = Exec(Stmt::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
+	uint64 orphans = 0;
+	for (uint64 i = 0; i < n; i++) {
+		bool isnull;
+		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
+		if (BackendPidGetProc(pid) != nullptr)
+			continue;
+		ids[orphans] = ColInt64(i, 1);
+		pids[orphans++] = pid;
+	}
+	int64 rescued = 0;
+	const char *error = "orphaned: the backend holding the job exited";
+	for (uint64 i = 0; i < orphans; i++) {
+		Datum values[2] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i])};
+		if (Exec(Stmt::kLockOrphan, values, nullptr, SPI_OK_SELECT) == 0)
+			continue;
+		if (ColBool(0, 1))
+			FinishRunning(ids[i], Datum(0), false, "FAILED", "orphaned", error, Datum(0), true);
+		else
+			Requeue(ids[i], GetCurrentTransactionStartTimestamp(), error, "orphaned");
+		rescued++;
+	}
+	return rescued;
+}
+
 MaintenanceCounts
 RunMaintenance()
 {
@@ -566,6 +598,8 @@ RunMaintenance()
 	Interval stale_after{};
 	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
 	counts.reaped = ReapStale(&stale_after);
+	if (pqrun_orphan_rescue)
+		counts.orphaned = RescueOrphans();
 
 	/* Backstop for unblocking: edges whose dependency already finished, and
 	 * BLOCKED jobs with nothing left to wait for. */

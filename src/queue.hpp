@@ -60,6 +60,7 @@ int64 Purge(const Interval *older_than, const char *statuses_literal);
 /* Counts of one maintenance round, as reported by pqrun.run_maintenance. */
 struct MaintenanceCounts {
 	int32 reaped;
+	int64 orphaned;
 	int64 unblocked;
 	int64 promoted;
 	int64 purged;

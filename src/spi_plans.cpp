@@ -198,6 +198,12 @@ const StmtDef kStmts[] = {
 	 "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
 	 " LIMIT 1000",
 	 0, {}},
+	{Stmt::kRunningHolders, "running holders",
+	 "SELECT id, holder_pid FROM pqrun.job_live WHERE status = 'RUNNING' AND holder_pid IS NOT NULL", 0, {}},
+	{Stmt::kLockOrphan, "lock orphan",
+	 "SELECT attempts >= max_attempts FROM pqrun.job_live"
+	 " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2 FOR UPDATE SKIP LOCKED",
+	 2, {INT8OID, INT4OID}},
 	{Stmt::kRetention, "retention",
 	 "WITH victims AS (SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2),"
 	 " gone AS (DELETE FROM pqrun.job_done d USING victims v WHERE d.id = v.id RETURNING d.id),"

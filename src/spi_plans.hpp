@@ -42,6 +42,8 @@ enum class Stmt {
 	kPurge,
 	kStrandedEdges,
 	kStrandedBlocked,
+	kRunningHolders,
+	kLockOrphan,
 	kRetention,
 	kCount,
 };

@@ -7,6 +7,7 @@
 #include "batch_input.hpp"
 #include "boundary.hpp"
 #include "queue.hpp"
+#include "shmem.hpp"
 
 namespace {
 
@@ -240,8 +241,17 @@ PQRUN_FUNCTION(pqrun_run_maintenance)
 	Connect();
 	queue::MaintenanceCounts counts = queue::RunMaintenance();
 	Finish();
-	const char *json = psprintf("{\"reaped\": %d, \"unblocked\": %lld, \"promoted\": %lld, \"purged\": %lld}",
-	                            counts.reaped, (long long)counts.unblocked, (long long)counts.promoted,
-	                            (long long)counts.purged);
+	const char *json =
+		psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"unblocked\": %lld, \"promoted\": %lld, \"purged\": %lld}",
+	             counts.reaped, (long long)counts.orphaned, (long long)counts.unblocked, (long long)counts.promoted,
+	             (long long)counts.purged);
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+}
+
+/* Called by the install script: lets the launcher start this database's
+ * maintenance worker now rather than at its next scan. */
+PQRUN_FUNCTION(pqrun_register_database)
+{
+	shmem::RegisterDatabase(MyDatabaseId, 15000);
+	PG_RETURN_VOID();
 }

@@ -23,6 +23,8 @@ failures=()
 pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); failures+=("$1"); }
 
+bash test/lib/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
 echo "== build and install"
 make -s -j2 ERROR_ON_WARNING=1 >/dev/null && make -s install >/dev/null || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
@@ -39,9 +41,10 @@ trap cleanup EXIT
 cluster_init "$work" "$port" test/pqrun.conf && cluster_start "$work" || { echo "0 passed, 1 failed"; exit 1; }
 export PGHOST=$work PGPORT=$port PGUSER=postgres
 
-# count_pg_regress LOGFILE: add pg_regress's per-test verdicts to the tally.
+# count_pg_regress SUITE LOGFILE STATUS: add pg_regress's per-test verdicts
+# to the tally; a failing run that reported no failed test counts as one.
 count_pg_regress() {
-	local line name
+	local line name before=$failed
 	while IFS= read -r line; do
 		name=$(sed -E 's/^(test|permutation)? *([^ ]+).*/\2/; s/^ +//' <<<"$line")
 		case "$line" in
@@ -49,13 +52,15 @@ count_pg_regress() {
 		*" ... FAILED"* | *" ... failed"*) fail "$1: $name" ;;
 		esac
 	done <"$2"
+	[ "$3" != 0 ] && [ "$failed" = "$before" ] && fail "$1: pg_regress exited with $3"
+	return 0
 }
 
 echo "== unit tests"
 if make -s -C test/unit >"$work/unit.log" 2>&1; then pass; else fail "unit"; fi
 grep -E "passed|failed" "$work/unit.log"
 
-pgxs=$(dirname "$(pg_config --pgxs)")/..
+pgxs=$(dirname "$(pg_config --pgxs)")/../..
 regress_tests=$(sed -n 's/^REGRESS *= *//p' Makefile)
 isolation_tests=$(sed -n 's/^ISOLATION *= *//p' Makefile)
 
@@ -64,7 +69,7 @@ mkdir -p "$work/regress" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/regre
 as_pg "$pgxs/src/test/regress/pg_regress" --inputdir="$repo" --outputdir="$work/regress" \
 	--bindir="$PG_BINDIR" --host="$work" --port="$port" --user=postgres --dbname=pqrun_regress \
 	$regress_tests 2>&1 | tee "$work/regress.log"
-count_pg_regress regress "$work/regress.log"
+count_pg_regress regress "$work/regress.log" "${PIPESTATUS[0]}"
 [ -f "$work/regress/regression.diffs" ] && cp "$work/regress/regression.diffs" "$repo/regression.diffs"
 
 echo "== isolation"
@@ -72,7 +77,7 @@ mkdir -p "$work/isolation" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/iso
 as_pg "$pgxs/src/test/isolation/pg_isolation_regress" --inputdir="$repo/test/isolation" \
 	--outputdir="$work/isolation" --bindir="$PG_BINDIR" --host="$work" --port="$port" --user=postgres \
 	--dbname=pqrun_isolation $isolation_tests 2>&1 | tee "$work/isolation.log"
-count_pg_regress isolation "$work/isolation.log"
+count_pg_regress isolation "$work/isolation.log" "${PIPESTATUS[0]}"
 [ -f "$work/isolation/regression.diffs" ] && cp "$work/isolation/regression.diffs" "$repo/isolation.diffs"
 
 echo "== pgTAP"

@@ -30,7 +30,7 @@ cluster_init() {
 		echo "shared_preload_libraries = 'pqrun'"
 		echo "logging_collector = off"
 		echo "log_line_prefix = '%m [%p] %q%a '"
-		[ -n "$extra" ] && cat "$extra"
+		if [ -n "$extra" ]; then cat "$extra"; fi
 	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
 }
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# examples/quickstart.sh — from a clean Debian machine to a running pqrun.
+#
+# Installs the packages, builds and installs the extension, creates a local
+# cluster (run by the `postgres` OS user) with pqrun preloaded, creates the
+# extension in database `pqrun_demo`, runs a short demo and leaves the server
+# running. Rerunning it reuses the cluster.
+#
+# Usage: bash examples/quickstart.sh      (PQRUN_DIR, PQRUN_PORT to override)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+source test/lib/cluster.sh
+
+dir=${PQRUN_DIR:-/var/lib/pqrun-demo}
+port=${PQRUN_PORT:-5433}
+
+bash test/lib/install_deps.sh
+PG_BINDIR=$(pg_config --bindir)
+echo "== building and installing pqrun"
+make -s -j2 >/dev/null
+make -s install >/dev/null
+
+if [ ! -d "$dir/data" ]; then
+	echo "== creating a cluster in $dir/data (port $port)"
+	cluster_init "$dir" "$port"
+fi
+if ! as_pg "$PG_BINDIR/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+	cluster_start "$dir"
+fi
+
+psql_demo() { psql -X -h "$dir" -p "$port" -U postgres "$@"; }
+psql_demo -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'pqrun_demo'" | grep -q 1 ||
+	psql_demo -d postgres -qc "CREATE DATABASE pqrun_demo"
+psql_demo -d pqrun_demo -v ON_ERROR_STOP=1 <<'SQL'
+\set QUIET on
+CREATE EXTENSION IF NOT EXISTS pqrun;
+\set QUIET off
+\echo '-- a producer enqueues three jobs, one of them delayed and one depending on another'
+SELECT pqrun.enqueue('send_email', '{"to": "ada@example.com"}', priority => 10) AS email_job \gset
+SELECT pqrun.enqueue('resize_image', '{"path": "/img/1.png"}') AS image_job \gset
+SELECT pqrun.enqueue('notify', '{"after": "resize"}', depends_on => ARRAY[:image_job]::bigint[]) AS notify_job;
+SELECT pqrun.enqueue('report', '{}', run_after => now() + interval '1 hour');
+
+\echo '-- a worker picks up two jobs (highest priority first) and finishes them'
+SELECT id, job_type, status, attempts, locked_by FROM pqrun.pickup('demo-worker', batch_size => 2);
+SELECT pqrun.mark_done(:email_job, '{"sent": true}');
+SELECT pqrun.mark_error(:image_job, 'disk full') AS image_job_now;
+
+\echo '-- monitoring'
+SELECT id, job_type, status, attempts, run_after > now() AS delayed, last_error FROM pqrun.jobs ORDER BY id;
+SELECT * FROM pqrun.jobs WHERE status = 'RUNNING';
+SELECT * FROM pqrun.jobs WHERE status = 'FAILED' AND finished_at > now() - interval '1 hour';
+SELECT job_type, avg(duration_ms), count(*) FROM pqrun.jobs WHERE status = 'DONE' GROUP BY job_type;
+SELECT * FROM pqrun.jobs WHERE status = 'RUNNING' AND locked_at < now() - interval '20 minutes';
+SELECT job_id, attempt, worker_id, outcome, error FROM pqrun.job_attempts ORDER BY job_id, attempt;
+SQL
+
+echo
+echo "pqrun is running. Connect with:"
+echo "  psql -h $dir -p $port -U postgres pqrun_demo"
+echo "Stop it with:"
+echo "  runuser -u postgres -- $PG_BINDIR/pg_ctl -D $dir/data stop"

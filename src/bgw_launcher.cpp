@@ -1,0 +1,237 @@
+/* src/bgw_launcher.cpp — the launcher: one static background worker that
+ * keeps a maintenance worker running in every database where pqrun is
+ * installed, with no per-database configuration.
+ *
+ * It connects to no database (shared catalogs only), reads pg_database, and
+ * probes each connectable database by starting a maintenance worker there;
+ * the worker stays if it finds the extension and leaves (slot kAbsent)
+ * otherwise. CREATE EXTENSION registers its database and wakes the launcher,
+ * so a worker starts within a second; new databases are found by a rescan
+ * every kRescanMs. A worker that died is restarted after kRestartDelayMs.
+ */
+#include "bgw.hpp"
+#include "boundary.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_database.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/snapmgr.h"
+}
+
+namespace pqrun::bgw {
+
+namespace {
+
+constexpr long kLoopMs = 1000;
+constexpr long kRescanMs = 10000;
+constexpr long kRestartDelayMs = 5000;
+
+using shmem::DatabaseSlot;
+using shmem::SlotState;
+
+/* Handles of the workers this launcher started, by slot index. */
+BackgroundWorkerHandle *handles[shmem::kMaxDatabases];
+
+/* DatabaseList answers the oids of connectable databases (palloc'd in the
+ * caller's context); *count gets their number. */
+Oid *
+DatabaseList(int *count)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Oid *oids = nullptr;
+	int n = 0, capacity = 16;
+	StartTransactionCommand();
+	(void)GetTransactionSnapshot();
+	oids = static_cast<Oid *>(MemoryContextAlloc(caller, sizeof(Oid) * capacity));
+	Relation rel = table_open(DatabaseRelationId, AccessShareLock);
+	TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
+	HeapTuple tuple;
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr) {
+		auto *db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
+		if (!db->datallowconn)
+			continue;
+		if (n == capacity) {
+			capacity *= 2;
+			oids = static_cast<Oid *>(repalloc(oids, sizeof(Oid) * capacity));
+		}
+		oids[n++] = db->oid;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller);
+	*count = n;
+	return oids;
+}
+
+/* Rescan adds a kProbe slot for every connectable database without one and
+ * frees the slots of databases that are gone. Caller holds no lock. */
+void
+Rescan(shmem::SharedState *shared)
+{
+	int n;
+	Oid *oids = DatabaseList(&n);
+	TimestampTz now = GetCurrentTimestamp();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shmem::kMaxDatabases; i++) {
+		DatabaseSlot &s = shared->slots[i];
+		if (s.state == SlotState::kFree || s.pid != 0 || handles[i] != nullptr)
+			continue;
+		bool exists = false;
+		for (int j = 0; j < n && !exists; j++)
+			exists = oids[j] == s.dboid;
+		if (!exists)
+			s.state = SlotState::kFree;
+	}
+	for (int j = 0; j < n; j++) {
+		bool known = false;
+		for (DatabaseSlot &s : shared->slots)
+			known = known || (s.state != SlotState::kFree && s.dboid == oids[j]);
+		for (DatabaseSlot &s : shared->slots) {
+			if (known || s.state != SlotState::kFree)
+				continue;
+			s = DatabaseSlot{oids[j], SlotState::kProbe, 0, nullptr, now, 0};
+			known = true;
+		}
+	}
+	LWLockRelease(shared->lock);
+	pfree(oids);
+}
+
+bool
+StartWorker(int slot_index, Oid dboid)
+{
+	BackgroundWorker worker{};
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "pqrun", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "pqrun_maintenance_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "pqrun maintenance for database %u", dboid);
+	strlcpy(worker.bgw_type, "pqrun maintenance", BGW_MAXLEN);
+	worker.bgw_main_arg = Int32GetDatum(slot_index);
+	worker.bgw_notify_pid = MyProcPid;
+	return RegisterDynamicBackgroundWorker(&worker, &handles[slot_index]);
+}
+
+/* Reconcile starts workers for slots that want one and notices workers that
+ * stopped: a clean exit has already set the slot's state; anything else
+ * (crash, FATAL) is retried after a delay. */
+void
+Reconcile(shmem::SharedState *shared)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	for (int i = 0; i < shmem::kMaxDatabases; i++) {
+		if (handles[i] != nullptr) {
+			pid_t pid;
+			if (GetBackgroundWorkerPid(handles[i], &pid) != BGWH_STOPPED)
+				continue;
+			pfree(handles[i]);
+			handles[i] = nullptr;
+			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+			DatabaseSlot &s = shared->slots[i];
+			s.pid = 0;
+			s.latch = nullptr;
+			if (s.state == SlotState::kRunning || s.state == SlotState::kStarting) {
+				s.state = SlotState::kProbe;
+				s.retry_at = TimestampTzPlusMilliseconds(now, kRestartDelayMs);
+			}
+			LWLockRelease(shared->lock);
+		}
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		DatabaseSlot &s = shared->slots[i];
+		bool start = (s.state == SlotState::kProbe || s.state == SlotState::kStepAside) && s.retry_at <= now &&
+		             handles[i] == nullptr;
+		Oid dboid = s.dboid;
+		if (start)
+			s.state = SlotState::kStarting;
+		LWLockRelease(shared->lock);
+		if (start && !StartWorker(i, dboid)) {
+			/* No free background worker slot: try again later. */
+			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+			s.state = SlotState::kProbe;
+			s.retry_at = TimestampTzPlusMilliseconds(now, kRestartDelayMs);
+			LWLockRelease(shared->lock);
+		}
+	}
+}
+
+void
+LauncherMain()
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
+	pgstat_report_appname("pqrun launcher");
+
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		proc_exit(0);
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->launcher_pid = MyProcPid;
+	shared->launcher_latch = MyLatch;
+	/* After a crash restart, forget the previous generation's workers. */
+	for (DatabaseSlot &s : shared->slots) {
+		s.pid = 0;
+		s.latch = nullptr;
+		if (s.state == SlotState::kRunning || s.state == SlotState::kStarting)
+			s.state = SlotState::kProbe;
+	}
+	LWLockRelease(shared->lock);
+
+	MemoryContext loop_context =
+		AllocSetContextCreate(TopMemoryContext, "pqrun launcher loop", ALLOCSET_DEFAULT_SIZES);
+	TimestampTz next_rescan = 0;
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		MemoryContext old = MemoryContextSwitchTo(loop_context);
+		if (GetCurrentTimestamp() >= next_rescan) {
+			Rescan(shared);
+			next_rescan = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kRescanMs);
+		}
+		Reconcile(shared);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(loop_context);
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kLoopMs, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+} // namespace
+
+void
+RegisterLauncher()
+{
+	BackgroundWorker worker{};
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "pqrun", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "pqrun_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "pqrun launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "pqrun launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+} // namespace pqrun::bgw
+
+extern "C" PGDLLEXPORT void
+pqrun_launcher_main(Datum arg)
+{
+	pqrun::GuardedEntry(pqrun::bgw::LauncherMain);
+}

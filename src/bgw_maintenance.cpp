@@ -1,0 +1,182 @@
+/* src/bgw_maintenance.cpp — the per-database maintenance worker.
+ *
+ * Started by the launcher with its slot index. Every pqrun.reap_interval it
+ * runs one maintenance round (queue::RunMaintenance, the same code as
+ * pqrun.run_maintenance()) in its own transaction. It leaves cleanly when
+ * the extension is not (or no longer) installed, or when asked to step aside
+ * for DROP DATABASE and friends. An error in a round is logged, the
+ * transaction aborted, and the next round waits longer (up to a minute) so a
+ * persistent error neither spins nor floods the log.
+ */
+#include "bgw.hpp"
+#include "boundary.hpp"
+#include "guc.hpp"
+#include "queue.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+#include "commands/extension.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "tcop/tcopprot.h"
+#include "utils/snapmgr.h"
+}
+
+namespace pqrun::bgw {
+
+namespace {
+
+using shmem::DatabaseSlot;
+using shmem::SlotState;
+
+constexpr long kMaxErrorBackoffMs = 60000;
+constexpr long kGracePollMs = 100;
+
+DatabaseSlot *my_slot = nullptr;
+
+void
+SetMyState(SlotState state)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	my_slot->state = state;
+	if (state != SlotState::kRunning) {
+		my_slot->pid = 0;
+		my_slot->latch = nullptr;
+	}
+	LWLockRelease(shared->lock);
+}
+
+bool
+AskedToStepAside()
+{
+	shmem::SharedState *shared = shmem::Shared();
+	LWLockAcquire(shared->lock, LW_SHARED);
+	bool step_aside = my_slot->state == SlotState::kStepAside;
+	LWLockRelease(shared->lock);
+	return step_aside;
+}
+
+enum class Round { kDone, kNoExtension };
+
+/* RunRound does one maintenance round in its own transaction. */
+Round
+RunRound()
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	Round result = Round::kDone;
+	if (!OidIsValid(get_extension_oid("pqrun", true))) {
+		result = Round::kNoExtension;
+	} else if (pqrun_enabled) {
+		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "pqrun: SPI_connect failed");
+		queue::RunMaintenance();
+		SPI_finish();
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(true);
+	pgstat_report_activity(STATE_IDLE, nullptr);
+	return result;
+}
+
+void
+MaintenanceMain(Datum arg)
+{
+	int slot_index = DatumGetInt32(arg);
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr || slot_index < 0 || slot_index >= shmem::kMaxDatabases)
+		proc_exit(1);
+	my_slot = &shared->slots[slot_index];
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	Oid dboid = my_slot->dboid;
+	TimestampTz grace_until = my_slot->grace_until;
+	bool wanted = my_slot->state == SlotState::kStarting;
+	if (wanted) {
+		my_slot->state = SlotState::kRunning;
+		my_slot->pid = MyProcPid;
+		my_slot->latch = MyLatch;
+	}
+	LWLockRelease(shared->lock);
+	if (!wanted)
+		proc_exit(0);
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("pqrun maintenance");
+
+	MemoryContext loop_context =
+		AllocSetContextCreate(TopMemoryContext, "pqrun maintenance loop", ALLOCSET_DEFAULT_SIZES);
+	long error_backoff_ms = 0;
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (AskedToStepAside()) {
+			/* The slot keeps kStepAside; the launcher comes back later. */
+			SetMyState(SlotState::kStepAside);
+			proc_exit(0);
+		}
+
+		volatile Round round = Round::kDone;
+		volatile bool failed = false;
+		MemoryContextSwitchTo(loop_context);
+		PG_TRY();
+		{
+			round = RunRound();
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(loop_context);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			failed = true;
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loop_context);
+
+		long naptime = pqrun_reap_interval;
+		if (round == Round::kDone && !failed)
+			grace_until = 0; /* seen installed: from now on, absent means dropped */
+		if (round == Round::kNoExtension) {
+			/* A just-registered database: CREATE EXTENSION may not have
+			 * committed yet. Otherwise there is nothing for us here. */
+			if (GetCurrentTimestamp() >= grace_until) {
+				SetMyState(SlotState::kAbsent);
+				proc_exit(0);
+			}
+			naptime = kGracePollMs;
+		}
+		if (failed) {
+			error_backoff_ms = error_backoff_ms == 0 ? naptime : Min(error_backoff_ms * 2, kMaxErrorBackoffMs);
+			naptime = error_backoff_ms;
+		} else {
+			error_backoff_ms = 0;
+		}
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+} // namespace
+
+} // namespace pqrun::bgw
+
+extern "C" PGDLLEXPORT void
+pqrun_maintenance_main(Datum arg)
+{
+	pqrun::GuardedEntry([arg]() { pqrun::bgw::MaintenanceMain(arg); });
+}

@@ -1,0 +1,57 @@
+/* src/shmem.hpp — pqrun's shared memory: the launcher and one slot per
+ * database that has (or may have) a maintenance worker.
+ *
+ * Exists only when pqrun is in shared_preload_libraries; Shared() answers
+ * nullptr otherwise and every caller must cope with that.
+ */
+#pragma once
+
+#include "pg.hpp"
+
+namespace pqrun::shmem {
+
+constexpr int kMaxDatabases = 64;
+
+/* Lifecycle of a database slot (README, "Background workers"):
+ *   kProbe      → the launcher should start a worker (at or after retry_at)
+ *   kStarting   → registered with the postmaster, not yet running
+ *   kRunning    → the worker is in its loop
+ *   kAbsent     → the worker found no pqrun in the database and left
+ *   kStepAside  → asked to leave (DROP DATABASE & co); probed again later
+ */
+enum class SlotState : uint8 { kFree, kProbe, kStarting, kRunning, kAbsent, kStepAside };
+
+struct DatabaseSlot {
+	Oid dboid;
+	SlotState state;
+	pid_t pid;
+	Latch *latch;
+	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
+	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
+};
+
+struct SharedState {
+	LWLock *lock;
+	pid_t launcher_pid;
+	Latch *launcher_latch;
+	DatabaseSlot slots[kMaxDatabases];
+};
+
+/* RequestSpace and Startup are the shmem hooks, installed by _PG_init. */
+void InstallHooks();
+
+/* Shared answers the shared state, or nullptr without preloading. */
+SharedState *Shared();
+
+/* WakeLauncher sets the launcher's latch (if any). Takes no lock. */
+void WakeLauncher();
+
+/* RegisterDatabase asks the launcher to start a worker for `dboid` now,
+ * allowing `grace_ms` for the registering transaction to commit. */
+void RegisterDatabase(Oid dboid, int grace_ms);
+
+/* StepAside asks the worker of `dboid` to exit and waits (up to a few
+ * seconds) until it has, so the database can be dropped, renamed or copied. */
+void StepAside(Oid dboid);
+
+} // namespace pqrun::shmem
