@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# test/shell/workers.sh — background workers on a real cluster of their own:
+# per-database workers follow CREATE/DROP EXTENSION and DROP DATABASE, stale
+# and orphaned jobs are put back without any manual call, and the workers
+# and every committed job survive an immediate shutdown and a backend crash.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$repo/test/lib/cluster.sh"
+
+dir=$(mktemp -d /tmp/pqrun-workers.XXXXXX)
+chmod 755 "$dir"
+port=${PQRUN_WORKERS_PORT:-54339}
+conf=$dir/extra.conf
+cat "$repo/test/pqrun.conf" >"$conf"
+echo "pqrun.reap_interval = '200ms'" >>"$conf"
+# commits must be in WAL before an immediate shutdown (fsync off is fine:
+# the OS keeps what the server wrote)
+echo "synchronous_commit = on" >>"$conf"
+# lets a backend notice its killed client even in the middle of a statement
+echo "client_connection_check_interval = '500ms'" >>"$conf"
+trap 'cluster_stop "$dir" immediate; rm -rf "$dir"' EXIT
+[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+cluster_init "$dir" "$port" "$conf"
+cluster_start "$dir"
+
+q() { psql -X -qtA -h "$dir" -p "$port" -U postgres "$@"; }
+fail() { echo "FAIL: $*"; tail -n 20 "$dir/server.log"; exit 1; }
+
+# wait_for DB SQL EXPECTED SECONDS: poll until SQL answers EXPECTED.
+wait_for() {
+	local db=$1 sql=$2 expected=$3 seconds=$4 got=
+	local deadline=$((SECONDS + seconds))
+	while [ $SECONDS -le $deadline ]; do
+		got=$(q -d "$db" -c "$sql" 2>/dev/null || true)
+		[ "$got" = "$expected" ] && return 0
+		sleep 0.1
+	done
+	fail "waited ${seconds}s for [$sql] = [$expected] in $db, last answer [$got]"
+}
+
+workers_in() { echo "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = '$1'"; }
+
+echo "-- the launcher runs"
+wait_for postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun launcher'" 1 10
+
+echo "-- a worker per database with the extension, none elsewhere"
+q -d postgres -c "CREATE DATABASE app1" -c "CREATE DATABASE app2" -c "CREATE DATABASE plain"
+q -d app1 -c "CREATE EXTENSION pqrun"
+q -d app2 -c "CREATE EXTENSION pqrun"
+wait_for postgres "$(workers_in app1)" 1 5
+wait_for postgres "$(workers_in app2)" 1 5
+sleep 1
+[ "$(q -d postgres -c "$(workers_in plain)")" = 0 ] || fail "a worker runs in a database without pqrun"
+
+echo "-- DROP EXTENSION stops it, CREATE EXTENSION brings it back"
+q -d app2 -c "DROP EXTENSION pqrun"
+wait_for postgres "$(workers_in app2)" 0 5
+q -d app2 -c "CREATE EXTENSION pqrun"
+wait_for postgres "$(workers_in app2)" 1 5
+
+echo "-- DROP DATABASE is not blocked by the worker"
+q -d postgres -c "DROP DATABASE app2" || fail "DROP DATABASE failed"
+
+echo "-- a stale job is reaped with no manual call (orphan rescue off, so the picker's exit does not count)"
+q -d postgres -c "ALTER SYSTEM SET pqrun.orphan_rescue = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+id=$(q -d app1 -c "SELECT pqrun.enqueue('stale', timeout_seconds => 1)")
+q -d app1 -c "SELECT count(*) FROM pqrun.pickup('w1')" >/dev/null
+wait_for app1 "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 5
+wait_for app1 "SELECT outcome FROM pqrun.job_attempts WHERE job_id = $id" "stale" 2
+q -d postgres -c "ALTER SYSTEM RESET pqrun.orphan_rescue" -c "SELECT pg_reload_conf()" >/dev/null
+
+echo "-- an orphaned job (its client killed) is rescued within seconds"
+q -d app1 -c "SELECT pqrun.cancel($id)" >/dev/null
+id=$(q -d app1 -c "SELECT pqrun.enqueue('orphan')")
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+	-c "SELECT id FROM pqrun.pickup('doomed')" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+client=$!
+wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" RUNNING 5
+kill -9 $client 2>/dev/null || true
+wait_for app1 "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 10
+wait_for app1 "SELECT outcome FROM pqrun.job_attempts WHERE job_id = $id" "orphaned" 2
+
+echo "-- a heartbeating job is not rescued while its holder lives"
+id=$(q -d app1 -c "SELECT pqrun.enqueue('alive')")
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+	-c "SELECT id FROM pqrun.pickup('alive-worker', job_types => '{alive}')" -c "SELECT pg_sleep(3)" >/dev/null 2>&1
+# the picking session has now exited normally: that too is an orphan
+wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" READY 5
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+	-c "SELECT id FROM pqrun.pickup('alive-worker', job_types => '{alive}')" \
+	-c "SELECT pqrun.heartbeat($id)" -c "SELECT pg_sleep(2)" -c "SELECT pqrun.mark_done($id)" >/dev/null
+wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" DONE 2
+
+echo "-- immediate shutdown and restart: workers come back, no job is lost"
+q -d app1 -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'survivor')) FROM generate_series(1, 500)))" >/dev/null
+cluster_stop "$dir" immediate
+cluster_start "$dir"
+wait_for postgres "$(workers_in app1)" 1 10
+wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'" 500 2
+
+echo "-- a crashed backend (kill -9) restarts the server; workers come back"
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+sleep 0.5
+victim=$(q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' LIMIT 1")
+[ -n "$victim" ] || fail "no victim backend"
+kill -9 "$victim"
+wait_for postgres "$(workers_in app1)" 1 20
+wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'" 500 5
+grep -q "terminated by signal 9" "$dir/server.log" || fail "the crash did not happen"
+
+echo "-- pqrun.enabled = off idles the workers"
+q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+id=$(q -d app1 -c "SELECT pqrun.enqueue('idle', timeout_seconds => 1)")
+q -d app1 -c "SELECT count(*) FROM pqrun.pickup('w2', job_types => '{idle}')" >/dev/null
+sleep 2
+[ "$(q -d app1 -c "SELECT status FROM pqrun.jobs WHERE id = $id")" = RUNNING ] || fail "a disabled worker reaped"
+q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" READY 5
+
+echo "workers: all checks passed"
