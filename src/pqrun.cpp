@@ -9,6 +9,7 @@
 #include "guc.hpp"
 #include "shmem.hpp"
 #include "utility_hook.hpp"
+#include "wake.hpp"
 
 extern "C" {
 PQRUN_MODULE_MAGIC;
@@ -21,6 +22,7 @@ void
 Init()
 {
 	pqrun::guc::Define();
+	pqrun::wake::InstallCallbacks();
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	pqrun::shmem::InstallHooks();

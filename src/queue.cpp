@@ -16,6 +16,7 @@
 
 #include "guc.hpp"
 #include "spi_plans.hpp"
+#include "wake.hpp"
 
 namespace pqrun::queue {
 
@@ -109,6 +110,34 @@ LockFifoGroup(const char *fifo_key)
 	Exec(Stmt::kFifoLock, values, nullptr, SPI_OK_SELECT);
 }
 
+/* NoteRows reports each (queue, job_type) row of the last result as a job
+ * made READY, or as delayed when column `delayed_col` says so. */
+void
+NoteRows(uint64 n, int delayed_col)
+{
+	for (uint64 i = 0; i < n; i++) {
+		char *queue = ColText(i, 1);
+		char *job_type = ColText(i, 2);
+		if (delayed_col > 0 && ColBool(i, delayed_col)) {
+			bool isnull;
+			wake::NoteDelayed(DatumGetTimestampTz(Col(i, delayed_col + 1, &isnull)));
+		} else {
+			wake::NoteReady(queue, job_type, 1);
+		}
+	}
+}
+
+/* PromoteDue makes delayed jobs whose run_after has passed (by the clock,
+ * not the transaction start, so a long poll sees them fall due) runnable. */
+uint64
+PromoteDue()
+{
+	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
+	uint64 n = Exec(Stmt::kPromoteDue, values, nullptr, SPI_OK_UPDATE_RETURNING);
+	NoteRows(n, 0);
+	return n;
+}
+
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
  * unknown id (P0002), not running or stale lease (55000). */
 void
@@ -142,7 +171,9 @@ Release(int64 job_id)
 		LockFifoGroup(fifo_key);
 	if (Exec(Stmt::kLockBlocked, values, nullptr, SPI_OK_SELECT) == 0)
 		return false;
-	return Exec(Stmt::kReleaseIfFree, values, nullptr, SPI_OK_UPDATE_RETURNING) > 0;
+	uint64 n = Exec(Stmt::kReleaseIfFree, values, nullptr, SPI_OK_UPDATE_RETURNING);
+	NoteRows(n, 3);
+	return n > 0;
 }
 
 void
@@ -230,7 +261,7 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	values[1] = TimestampTzGetDatum(run_after);
 	values[2] = TextOrNull(error, &nulls[2]);
 	values[3] = CStringGetTextDatum(outcome);
-	Exec(Stmt::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
+	NoteRows(Exec(Stmt::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING), 3);
 }
 
 /* Prefix for error messages about an enqueue_batch element. */
@@ -406,12 +437,69 @@ Enqueue(const EnqueueArgs &args, int element)
 	Exec(Stmt::kInsertLive, values, nulls, SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
 	bool inserted = ColBool(0, 2);
+	if (inserted && !blocked) {
+		if (run_after > now)
+			wake::NoteDelayed(run_after);
+		else
+			wake::NoteReady(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]), 1);
+	}
 	if (inserted && pending_count > 0) {
 		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};
 		Exec(Stmt::kInsertEdges, edge_values, nullptr, SPI_OK_INSERT);
 	}
 	return id;
 }
+
+namespace {
+
+/* ClaimOnce promotes due delayed jobs and claims up to the batch size,
+ * appending the claimed rows to `out`. */
+uint64
+ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc)
+{
+	PromoteDue();
+	uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
+	if (n == 0)
+		return 0;
+	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
+	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
+	for (uint64 i = 0; i < n; i++) {
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
+		tuplestore_putvalues(out, out_desc, row_values, row_nulls);
+	}
+	return n;
+}
+
+/* SleepMs answers how long a waiter may sleep before it must look again:
+ * until the deadline, or the next delayed job's due time, or (without
+ * shared memory to be woken through) 50 ms. */
+long
+SleepMs(bool registered, TimestampTz deadline)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz until = deadline;
+	if (!registered) {
+		until = Min(deadline, TimestampTzPlusMilliseconds(now, 50));
+	} else {
+		TimestampTz due = wake::NextDue();
+		if (due != 0 && due <= now) {
+			/* Whatever was due has been promoted: learn the next one. */
+			due = 0;
+			if (Exec(Stmt::kNextDelayed, nullptr, nullptr, SPI_OK_SELECT) > 0) {
+				bool isnull;
+				Datum next = Col(0, 1, &isnull);
+				due = isnull ? 0 : DatumGetTimestampTz(next);
+			}
+			wake::SetNextDue(due);
+		}
+		if (due > now && due < until)
+			until = due;
+	}
+	long ms = (until - now + 999) / 1000;
+	return ms < 0 ? 0 : ms;
+}
+
+} // namespace
 
 uint64
 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
@@ -422,28 +510,38 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	Datum values[4] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
 	                   PointerGetDatum(queues)};
 	char nulls[5] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', '\0'};
-	TimestampTz deadline = GetCurrentTimestamp() + wait_ms * 1000;
-	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
-	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc);
+	if (n > 0 || wait_ms <= 0)
+		return n;
 
-	for (;;) {
-		Exec(Stmt::kPromoteDue, nullptr, nullptr, SPI_OK_UPDATE);
-		uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
-		for (uint64 i = 0; i < n; i++) {
-			heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
-			tuplestore_putvalues(out, out_desc, row_values, row_nulls);
+	/* Long poll: sleep on our latch until a commit makes a matching job
+	 * runnable (wake.cpp), a delayed job falls due, or the wait ends. */
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	bool registered = wake::Register(job_types, queues);
+	volatile uint64 claimed = 0;
+	PG_TRY();
+	{
+		for (;;) {
+			long sleep_ms = SleepMs(registered, deadline);
+			if (sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			if (registered)
+				wake::PrepareCheck();
+			claimed = ClaimOnce(stmt, values, nulls, out, out_desc);
+			if (claimed > 0)
+				break;
 		}
-		if (n > 0)
-			return n;
-		long remaining_ms = (deadline - GetCurrentTimestamp()) / 1000;
-		if (remaining_ms <= 0)
-			return 0;
-		/* Without shared memory nobody can wake us: re-check every 50 ms. */
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(remaining_ms, 50L),
-		                PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
 	}
+	PG_FINALLY();
+	{
+		if (registered)
+			wake::Unregister();
+	}
+	PG_END_TRY();
+	return claimed;
 }
 
 void
@@ -548,7 +646,10 @@ Retry(int64 job_id)
 		blocked = Exec(Stmt::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0;
 	}
 	values[1] = CStringGetTextDatum(blocked ? "BLOCKED" : "READY");
-	return Exec(Stmt::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING) > 0;
+	uint64 n = Exec(Stmt::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING);
+	if (!blocked)
+		NoteRows(n, 0);
+	return n > 0;
 }
 
 int64
@@ -610,7 +711,7 @@ RunMaintenance()
 	for (uint64 i = 0; i < stranded.count; i++)
 		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
 
-	counts.promoted = static_cast<int64>(Exec(Stmt::kPromoteDue, nullptr, nullptr, SPI_OK_UPDATE));
+	counts.promoted = static_cast<int64>(PromoteDue());
 	if (pqrun_retention > 0) {
 		Interval keep{};
 		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;

@@ -6,6 +6,7 @@
 #include "shmem.hpp"
 
 #include "boundary.hpp"
+#include "wake.hpp"
 
 extern "C" {
 #include "storage/ipc.h"
@@ -29,8 +30,8 @@ RequestSpace()
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(SharedState)));
-	RequestNamedLWLockTranche("pqrun", 1);
+	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(SharedState)), wake::ShmemSize()));
+	RequestNamedLWLockTranche("pqrun", 2);
 }
 
 void
@@ -45,6 +46,7 @@ Startup()
 		memset(shared, 0, sizeof(SharedState));
 		shared->lock = &(GetNamedLWLockTranche("pqrun"))->lock;
 	}
+	wake::ShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -28,6 +28,7 @@ struct DatabaseSlot {
 	Latch *latch;
 	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
 	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
+	TimestampTz next_due;    /* earliest known delayed job of the database, 0 if none */
 };
 
 struct SharedState {

@@ -94,10 +94,11 @@ const StmtDef kStmts[] = {
 	 {TEXTOID}},
 	{Stmt::kFifoBusy, "fifo busy", "SELECT 1 FROM pqrun.job_live WHERE fifo_key = $1 LIMIT 1", 1, {TEXTOID}},
 	{Stmt::kPromoteDue, "promote due",
-	 "WITH due AS (SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= pg_catalog.now()"
+	 "WITH due AS (SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= $1"
 	 "   ORDER BY run_after LIMIT 1000 FOR UPDATE SKIP LOCKED)"
-	 " UPDATE pqrun.job_live j SET delayed = false FROM due WHERE j.id = due.id",
-	 0, {}},
+	 " UPDATE pqrun.job_live j SET delayed = false FROM due WHERE j.id = due.id RETURNING j.queue, j.job_type",
+	 1, {TIMESTAMPTZOID}},
+	{Stmt::kNextDelayed, "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}},
 	{Stmt::kPick, "pick", PICK(""), 4, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
 	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), 4,
 	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
@@ -126,7 +127,7 @@ const StmtDef kStmts[] = {
 	 " UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
 	 "   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"
 	 "   holder_pid = NULL, updated_at = pg_catalog.now()"
-	 " WHERE id = $1 AND status = 'RUNNING' RETURNING queue",
+	 " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, delayed, run_after",
 	 4, {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}},
 	{Stmt::kHeartbeat, "heartbeat",
 	 "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(),"
@@ -153,7 +154,7 @@ const StmtDef kStmts[] = {
 	 "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
 	 "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
 	 "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
-	 " RETURNING j.queue",
+	 " RETURNING j.queue, j.job_type, j.delayed, j.run_after",
 	 1, {INT8OID}},
 	{Stmt::kFifoHead, "fifo head", "SELECT id FROM pqrun.job_live WHERE fifo_key = $1 ORDER BY id LIMIT 1", 1,
 	 {TEXTOID}},
@@ -173,7 +174,7 @@ const StmtDef kStmts[] = {
 	 "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
 	 " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
 	 "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-	 " FROM gone RETURNING queue",
+	 " FROM gone RETURNING queue, job_type",
 	 2, {INT8OID, TEXTOID}},
 	{Stmt::kDedupeHolder, "dedupe holder",
 	 "SELECT l.id FROM pqrun.job_done d JOIN pqrun.job_live l ON l.dedupe_key = d.dedupe_key WHERE d.id = $1", 1,

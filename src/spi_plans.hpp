@@ -19,6 +19,7 @@ enum class Stmt {
 	kFifoLock,
 	kFifoBusy,
 	kPromoteDue,
+	kNextDelayed,
 	kPick,
 	kPickTypes,
 	kPickQueues,

@@ -1,0 +1,305 @@
+/* src/wake.cpp — commit-time NOTIFY and long-poll wake-ups.
+ *
+ * Local state lives in TopMemoryContext-free static arrays and is reset at
+ * the end of every transaction. The shared waiter table is indexed by the
+ * waiter's pgprocno; `waiting` counts registered waiters so that a commit
+ * with nobody waiting takes no lock at all.
+ */
+#include "wake.hpp"
+
+#include "boundary.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+#include "commands/async.h"
+#include "common/hashfn.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+}
+
+namespace pqrun::wake {
+
+namespace {
+
+constexpr int kMaxFilter = 4;
+constexpr int kMaxPending = 16;
+constexpr const char *kChannel = "pqrun_jobs";
+
+struct Waiter {
+	bool in_use;
+	bool woken;
+	Oid dboid;
+	Latch *latch;
+	int ntypes; /* 0: any; -1: too many to track, treat as any */
+	int nqueues;
+	uint32 types[kMaxFilter];
+	uint32 queues[kMaxFilter];
+};
+
+struct WaiterTable {
+	LWLock *lock;
+	pg_atomic_uint32 waiting;
+	int size;
+	Waiter waiters[FLEXIBLE_ARRAY_MEMBER];
+};
+
+WaiterTable *table = nullptr;
+
+/* What this transaction made runnable, by (queue, job_type) hash. */
+struct Pending {
+	uint32 queue;
+	uint32 type;
+	int64 count;
+};
+Pending pending[kMaxPending];
+int npending = 0;
+bool overflow = false;       /* more pairs than tracked: wake everyone */
+TimestampTz earliest_delayed = 0;
+
+/* Queues already notified in this transaction (NOTIFY also deduplicates,
+ * but this keeps batch enqueues from calling it per job). */
+uint32 notified[kMaxPending];
+int nnotified = 0;
+
+uint32
+Hash(const char *s)
+{
+	return hash_bytes(reinterpret_cast<const unsigned char *>(s), strlen(s));
+}
+
+bool
+Matches(const Waiter &w, const Pending &p)
+{
+	bool type_ok = w.ntypes <= 0;
+	for (int i = 0; i < w.ntypes && !type_ok; i++)
+		type_ok = w.types[i] == p.type;
+	bool queue_ok = w.nqueues <= 0;
+	for (int i = 0; i < w.nqueues && !queue_ok; i++)
+		queue_ok = w.queues[i] == p.queue;
+	return type_ok && queue_ok;
+}
+
+void
+Reset()
+{
+	npending = 0;
+	nnotified = 0;
+	overflow = false;
+	earliest_delayed = 0;
+}
+
+/* WakeWaiters sets the latches of up to `count` matching, not yet woken
+ * waiters of this database for each pending entry. */
+void
+WakeWaiters()
+{
+	if (table == nullptr || pg_atomic_read_u32(&table->waiting) == 0)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < table->size; i++) {
+		Waiter &w = table->waiters[i];
+		if (!w.in_use || w.woken || w.dboid != MyDatabaseId)
+			continue;
+		bool wake = overflow;
+		for (int j = 0; j < npending && !wake; j++) {
+			if (pending[j].count > 0 && Matches(w, pending[j])) {
+				pending[j].count--;
+				wake = true;
+			}
+		}
+		if (wake) {
+			w.woken = true;
+			SetLatch(w.latch);
+		}
+	}
+	LWLockRelease(table->lock);
+}
+
+void
+LowerNextDue()
+{
+	if (earliest_delayed == 0)
+		return;
+	TimestampTz due = NextDue();
+	if (due == 0 || earliest_delayed < due)
+		SetNextDue(earliest_delayed);
+	/* A waiter may be sleeping past the new due time: let one re-time. */
+	overflow = true;
+	npending = 0;
+	WakeWaiters();
+}
+
+void
+OnXactEvent(XactEvent event, void *arg)
+{
+	switch (event) {
+	case XACT_EVENT_COMMIT:
+		if (npending > 0 || overflow)
+			WakeWaiters();
+		LowerNextDue();
+		Reset();
+		break;
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PREPARE:
+		Reset();
+		break;
+	default:
+		break;
+	}
+}
+
+void
+FillFilter(ArrayType *array, uint32 *hashes, int *count)
+{
+	*count = 0;
+	if (array == nullptr)
+		return;
+	Datum *elems;
+	bool *nulls;
+	int n;
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n > kMaxFilter) {
+		*count = -1;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		hashes[i] = Hash(TextDatumGetCString(elems[i]));
+	*count = n;
+}
+
+} // namespace
+
+void
+NoteReady(const char *queue, const char *job_type, int64 count)
+{
+	if (count <= 0)
+		return;
+	uint32 queue_hash = Hash(queue);
+	bool seen = false;
+	for (int i = 0; i < nnotified && !seen; i++)
+		seen = notified[i] == queue_hash;
+	if (!seen) {
+		Async_Notify(kChannel, queue);
+		if (nnotified < kMaxPending)
+			notified[nnotified++] = queue_hash;
+	}
+	uint32 type_hash = Hash(job_type);
+	for (int i = 0; i < npending; i++) {
+		if (pending[i].queue == queue_hash && pending[i].type == type_hash) {
+			pending[i].count += count;
+			return;
+		}
+	}
+	if (npending < kMaxPending)
+		pending[npending++] = Pending{queue_hash, type_hash, count};
+	else
+		overflow = true;
+}
+
+void
+NoteDelayed(TimestampTz run_after)
+{
+	if (earliest_delayed == 0 || run_after < earliest_delayed)
+		earliest_delayed = run_after;
+}
+
+bool
+Register(ArrayType *job_types, ArrayType *queues)
+{
+	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
+		return false;
+	Waiter w{};
+	w.in_use = true;
+	w.dboid = MyDatabaseId;
+	w.latch = MyLatch;
+	FillFilter(job_types, w.types, &w.ntypes);
+	FillFilter(queues, w.queues, &w.nqueues);
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	if (!table->waiters[MyProc->pgprocno].in_use)
+		pg_atomic_fetch_add_u32(&table->waiting, 1);
+	table->waiters[MyProc->pgprocno] = w;
+	LWLockRelease(table->lock);
+	return true;
+}
+
+void
+Unregister()
+{
+	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	if (table->waiters[MyProc->pgprocno].in_use) {
+		table->waiters[MyProc->pgprocno].in_use = false;
+		pg_atomic_fetch_sub_u32(&table->waiting, 1);
+	}
+	LWLockRelease(table->lock);
+}
+
+void
+PrepareCheck()
+{
+	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	table->waiters[MyProc->pgprocno].woken = false;
+	LWLockRelease(table->lock);
+}
+
+TimestampTz
+NextDue()
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return 0;
+	TimestampTz due = 0;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
+			due = s.next_due;
+	LWLockRelease(shared->lock);
+	return due;
+}
+
+void
+SetNextDue(TimestampTz due)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
+			s.next_due = due;
+	LWLockRelease(shared->lock);
+}
+
+void
+InstallCallbacks()
+{
+	RegisterXactCallback([](XactEvent event, void *arg) { GuardedEntry([=]() { OnXactEvent(event, arg); }); },
+	                     nullptr);
+}
+
+Size
+ShmemSize()
+{
+	return add_size(offsetof(WaiterTable, waiters), mul_size(sizeof(Waiter), MaxBackends));
+}
+
+void
+ShmemInit()
+{
+	bool found;
+	table = static_cast<WaiterTable *>(ShmemInitStruct("pqrun waiters", ShmemSize(), &found));
+	if (!found) {
+		memset(table, 0, ShmemSize());
+		table->lock = &(GetNamedLWLockTranche("pqrun"))[1].lock;
+		pg_atomic_init_u32(&table->waiting, 0);
+		table->size = MaxBackends;
+	}
+}
+
+} // namespace pqrun::wake

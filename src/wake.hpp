@@ -1,0 +1,43 @@
+/* src/wake.hpp — telling the world that jobs became runnable.
+ *
+ * Writers note every job they make READY (NoteReady). At COMMIT the backend
+ * sends NOTIFY pqrun_jobs once per queue and sets the latches of about as
+ * many matching long-poll waiters as jobs became runnable; a rolled-back
+ * transaction wakes and notifies no one. Waiters register in shared memory
+ * (Waiter) with their filters. Without shared memory only NOTIFY works and
+ * waiters poll.
+ */
+#pragma once
+
+#include "pg.hpp"
+
+namespace pqrun::wake {
+
+/* NoteReady records that `count` jobs of (queue, job_type) became READY in
+ * the current transaction. */
+void NoteReady(const char *queue, const char *job_type, int64 count);
+
+/* NoteDelayed records that a job becomes runnable at `run_after` with no
+ * further event, so waiters can time their next look. */
+void NoteDelayed(TimestampTz run_after);
+
+/* A registered long-poll waiter; only one per backend. */
+bool Register(ArrayType *job_types, ArrayType *queues);
+void Unregister();
+
+/* PrepareCheck marks this waiter as not woken, before it looks for jobs. */
+void PrepareCheck();
+
+/* NextDue answers when the earliest known delayed job of this database is
+ * due (0 if none is known). */
+TimestampTz NextDue();
+void SetNextDue(TimestampTz due);
+
+/* InstallCallbacks registers the transaction callback; from _PG_init. */
+void InstallCallbacks();
+
+/* ShmemSize / ShmemInit size and attach the waiter table (shmem.cpp). */
+Size ShmemSize();
+void ShmemInit();
+
+} // namespace pqrun::wake
