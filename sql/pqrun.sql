@@ -209,6 +209,176 @@ CREATE FUNCTION pqrun.run_maintenance()
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'pqrun_run_maintenance' LANGUAGE c VOLATILE;
 
+CREATE PROCEDURE pqrun.await_jobs(
+	job_types text[]   DEFAULT NULL,
+	queues    text[]   DEFAULT NULL,
+	wait      interval DEFAULT '30 seconds',
+	INOUT ready boolean DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'pqrun_await_jobs' LANGUAGE c;
+
+/* ---- Observing ---------------------------------------------------------- */
+
+CREATE VIEW pqrun.queue_stats AS
+	WITH live AS (
+		SELECT queue, job_type,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'BLOCKED') AS blocked,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'READY') AS ready,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'RUNNING') AS running,
+		       pg_catalog.now() OPERATOR(pg_catalog.-) (pg_catalog.min(run_after)
+		           FILTER (WHERE status OPERATOR(pg_catalog.=) 'READY'
+		                   AND run_after OPERATOR(pg_catalog.<=) pg_catalog.now())) AS oldest_ready_age
+		  FROM pqrun.job_live GROUP BY queue, job_type),
+	finished AS (
+		SELECT queue, job_type,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'DONE') AS done,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'FAILED') AS failed,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'CANCELLED') AS cancelled,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'DONE'
+		           AND finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '5 minutes'::interval))
+		           AS done_last_5min,
+		       pg_catalog.avg(duration_ms) FILTER (WHERE status OPERATOR(pg_catalog.=) 'DONE'
+		           AND finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '5 minutes'::interval))
+		           ::double precision AS avg_duration_ms_last_5min
+		  FROM pqrun.job_done GROUP BY queue, job_type)
+	SELECT queue, job_type,
+	       COALESCE(l.blocked, 0) AS blocked, COALESCE(l.ready, 0) AS ready, COALESCE(l.running, 0) AS running,
+	       COALESCE(f.done, 0) AS done, COALESCE(f.failed, 0) AS failed, COALESCE(f.cancelled, 0) AS cancelled,
+	       l.oldest_ready_age, COALESCE(f.done_last_5min, 0) AS done_last_5min, f.avg_duration_ms_last_5min
+	  FROM live l FULL JOIN finished f USING (queue, job_type);
+
+CREATE VIEW pqrun.workers AS
+	SELECT worker_id, pg_catalog.max(seen) AS last_seen, pg_catalog.sum(running)::int AS running_jobs
+	  FROM (SELECT locked_by, GREATEST(locked_at, heartbeat_at), 1 FROM pqrun.job_live
+	         WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+	        UNION ALL
+	        SELECT locked_by, locked_at, 0 FROM pqrun.job_done
+	         WHERE finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '1 hour'::interval)
+	        UNION ALL
+	        SELECT worker_id, started_at, 0 FROM pqrun.attempt_log
+	         WHERE finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '1 hour'::interval)
+	       ) AS seen_by(worker_id, seen, running)
+	 WHERE worker_id IS NOT NULL
+	   AND seen OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '1 hour'::interval)
+	 GROUP BY worker_id;
+
+/* The backend holding back the vacuum horizon (the "death spiral" of every
+ * table-based queue: dead rows nobody may remove) and pqrun's dead tuples. */
+CREATE VIEW pqrun.health AS
+	SELECT h.pid AS horizon_pid, h.usename AS horizon_user, h.state AS horizon_state,
+	       h.xact_age AS horizon_xact_age, h.xact_start AS horizon_xact_start,
+	       h.query_start AS horizon_query_start,
+	       (SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_live'::regclass) AS job_live_dead_tuples,
+	       (SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_live'::regclass) AS job_live_live_tuples,
+	       (SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_done'::regclass) AS job_done_dead_tuples,
+	       (SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_done'::regclass) AS job_done_live_tuples
+	  FROM (SELECT 1) AS one
+	  LEFT JOIN LATERAL (
+	        SELECT pid, usename, state, xact_start, query_start,
+	               GREATEST(pg_catalog.age(backend_xmin), pg_catalog.age(backend_xid)) AS xact_age
+	          FROM pg_catalog.pg_stat_activity
+	         WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+	           AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+	         ORDER BY 6 DESC NULLS LAST LIMIT 1) AS h ON true;
+
+CREATE FUNCTION pqrun.metrics()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT pg_catalog.concat_ws(E'\n',
+	  '# HELP pqrun_jobs Jobs by queue, job type and status.',
+	  '# TYPE pqrun_jobs gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_jobs{queue=%s,job_type=%s,status="%s"} %s',
+	           pg_catalog.to_json(s.queue), pg_catalog.to_json(s.job_type), st.status, st.n), E'\n'
+	           ORDER BY s.queue, s.job_type, st.status)
+	     FROM pqrun.queue_stats s,
+	          LATERAL (VALUES ('BLOCKED', s.blocked), ('READY', s.ready), ('RUNNING', s.running),
+	                          ('DONE', s.done), ('FAILED', s.failed), ('CANCELLED', s.cancelled)) AS st(status, n)),
+	  '# HELP pqrun_oldest_ready_age_seconds Age of the oldest runnable job.',
+	  '# TYPE pqrun_oldest_ready_age_seconds gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_oldest_ready_age_seconds{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type),
+	           COALESCE(pg_catalog.date_part('epoch', oldest_ready_age), 0)), E'\n' ORDER BY queue, job_type)
+	     FROM pqrun.queue_stats),
+	  '# HELP pqrun_done_last_5min Jobs finished DONE in the last five minutes.',
+	  '# TYPE pqrun_done_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_done_last_5min{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), done_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM pqrun.queue_stats),
+	  '# HELP pqrun_horizon_xact_age Transaction age (in XIDs) of the backend holding back vacuum.',
+	  '# TYPE pqrun_horizon_xact_age gauge',
+	  (SELECT pg_catalog.format('pqrun_horizon_xact_age %s', COALESCE(horizon_xact_age, 0)) FROM pqrun.health),
+	  '# HELP pqrun_dead_tuples Dead tuples in pqrun''s tables.',
+	  '# TYPE pqrun_dead_tuples gauge',
+	  (SELECT pg_catalog.format(E'pqrun_dead_tuples{table="job_live"} %s\npqrun_dead_tuples{table="job_done"} %s',
+	           COALESCE(job_live_dead_tuples, 0), COALESCE(job_done_dead_tuples, 0)) FROM pqrun.health)) || E'\n'
+$$;
+
+/* ---- Permissions -------------------------------------------------------- */
+
+/* The API functions run as the extension's owner with a pinned search_path:
+ * roles get EXECUTE on exactly the functions of their use and no access to
+ * the tables behind them. */
+DO $$
+DECLARE
+	f regprocedure;
+BEGIN
+	FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+	          WHERE p.pronamespace OPERATOR(pg_catalog.=) 'pqrun'::regnamespace
+	            AND p.prolang OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_language WHERE lanname = 'c')
+	            AND p.prokind OPERATOR(pg_catalog.=) 'f'
+	LOOP
+		EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
+	END LOOP;
+END $$;
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pqrun FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA pqrun FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA pqrun FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pqrun FROM PUBLIC;
+
+CREATE FUNCTION pqrun.grant_producer(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
+	               ' pqrun.enqueue_batch(jsonb), pqrun.cancel(bigint, text) TO %s', role);
+END $$;
+
+CREATE FUNCTION pqrun.grant_worker(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
+	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
+	 * as its caller. */
+	EXECUTE format('GRANT SELECT ON pqrun.job_live TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.pickup(text, text[], text[], int, interval),'
+	               ' pqrun.mark_done(bigint, jsonb, uuid), pqrun.mark_error(bigint, text, boolean, uuid, interval),'
+	               ' pqrun.heartbeat(bigint, uuid),'
+	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
+	               ' pqrun.enqueue_batch(jsonb) TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);
+END $$;
+
+CREATE FUNCTION pqrun.grant_monitor(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.workers, pqrun.health TO %s', role);
+	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
+		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
+	END IF;
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics() TO %s', role);
+END $$;
+
+REVOKE ALL ON FUNCTION pqrun.grant_producer(regrole), pqrun.grant_worker(regrole), pqrun.grant_monitor(regrole) FROM PUBLIC;
+
 /* ---- Background workers ------------------------------------------------- */
 
 CREATE FUNCTION pqrun._register_database()
@@ -218,3 +388,69 @@ REVOKE ALL ON FUNCTION pqrun._register_database() FROM PUBLIC;
 
 /* Wake the launcher so this database gets its worker within a second. */
 SELECT pqrun._register_database();
+
+/* ---- Periodic schedules ---- */
+
+/* One row per (name, key) schedule. next_run is always one of the
+ * schedule's slots (a cron fire time in pqrun.cron_timezone, or creation
+ * time + k * run_every); firing moves it to the first slot after now(), so
+ * missed slots fire once. Rows are user configuration, so pg_dump keeps them. */
+CREATE TABLE pqrun.periodic (
+	name        text        NOT NULL,
+	key         text        NOT NULL DEFAULT '',
+	job_type    text        NOT NULL,
+	payload     jsonb       NOT NULL DEFAULT '{}',
+	priority    int         NOT NULL DEFAULT 0,
+	queue       text        NOT NULL DEFAULT 'default',
+	cron        text,
+	run_every   interval,
+	active      boolean     NOT NULL DEFAULT true,
+	next_run    timestamptz NOT NULL,
+	last_run    timestamptz,
+	last_job_id bigint,
+	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (name, key),
+	CHECK ((cron IS NULL) OPERATOR(pg_catalog.<>) (run_every IS NULL)),
+	CHECK (run_every OPERATOR(pg_catalog.>) '0'::interval)
+);
+CREATE INDEX periodic_due ON pqrun.periodic (next_run) WHERE active;
+SELECT pg_catalog.pg_extension_config_dump('pqrun.periodic', '');
+
+CREATE FUNCTION pqrun.schedule(
+	name      text,
+	job_type  text,
+	cron      text     DEFAULT NULL,
+	run_every interval DEFAULT NULL,
+	payload   jsonb    DEFAULT '{}',
+	priority  int      DEFAULT 0,
+	key       text     DEFAULT '',
+	queue     text     DEFAULT 'default',
+	active    boolean  DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_schedule' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.unschedule(name text, key text DEFAULT '')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pqrun_unschedule' LANGUAGE c VOLATILE;
+
+/* STABLE, not IMMUTABLE: the answer depends on pqrun.cron_timezone. */
+CREATE FUNCTION pqrun.cron_next(expr text, after timestamptz DEFAULT pg_catalog.now())
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pqrun_cron_next' LANGUAGE c STABLE STRICT PARALLEL SAFE;
+
+/* Internal: one firing step of the maintenance round (what
+ * run_maintenance() and the workers do), and the run_every slot arithmetic
+ * it uses: the first due + k * run_every (k >= 1) after `after`. */
+CREATE FUNCTION pqrun._fire_due_schedules()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pqrun_fire_due_schedules' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun._run_every_next(run_every interval, due timestamptz, after timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pqrun_run_every_next' LANGUAGE c STABLE STRICT PARALLEL SAFE;
+
+REVOKE ALL ON FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pqrun.unschedule(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pqrun._fire_due_schedules() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pqrun._run_every_next(interval, timestamptz, timestamptz) FROM PUBLIC;

@@ -544,6 +544,40 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	return claimed;
 }
 
+bool
+AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	bool registered = wake::Register(job_types, queues);
+	volatile bool ready = false;
+	PG_TRY();
+	{
+		for (;;) {
+			if (registered)
+				wake::PrepareCheck();
+			Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
+			                   TimestampTzGetDatum(GetCurrentTimestamp())};
+			char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+			Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
+			ready = ColBool(0, 1);
+			long sleep_ms = ready ? 0 : SleepMs(registered, deadline);
+			SPI_commit();
+			if (ready || sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		if (registered)
+			wake::Unregister();
+	}
+	PG_END_TRY();
+	return ready;
+}
+
 void
 MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease)
 {

@@ -45,6 +45,11 @@ int64 Enqueue(const EnqueueArgs &args, int element);
 uint64 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
               Tuplestorestate *out, TupleDesc out_desc);
 
+/* AwaitJobs waits up to wait_ms for a runnable job matching the filters,
+ * committing before each sleep so no snapshot is held while waiting.
+ * Needs a non-atomic SPI connection (CALL). */
+bool AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms);
+
 /* The mark functions take a NULL lease (Datum 0 with has_lease false) to
  * skip fencing. */
 void MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease);

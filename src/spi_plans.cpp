@@ -98,6 +98,10 @@ const StmtDef kStmts[] = {
 	 "   ORDER BY run_after LIMIT 1000 FOR UPDATE SKIP LOCKED)"
 	 " UPDATE pqrun.job_live j SET delayed = false FROM due WHERE j.id = due.id RETURNING j.queue, j.job_type",
 	 1, {TIMESTAMPTZOID}},
+	{Stmt::kReadyExists, "ready exists",
+	 "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
+	 "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2)))",
+	 3, {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
 	{Stmt::kNextDelayed, "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}},
 	{Stmt::kPick, "pick", PICK(""), 4, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
 	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), 4,

@@ -19,6 +19,7 @@ enum class Stmt {
 	kFifoLock,
 	kFifoBusy,
 	kPromoteDue,
+	kReadyExists,
 	kNextDelayed,
 	kPick,
 	kPickTypes,

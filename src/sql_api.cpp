@@ -255,3 +255,33 @@ PQRUN_FUNCTION(pqrun_register_database)
 	shmem::RegisterDatabase(MyDatabaseId, 15000);
 	PG_RETURN_VOID();
 }
+
+/* CALL pqrun.await_jobs(...) waits, without holding a snapshot, until a job
+ * matching the filters is runnable or `wait` ends, and answers which. It
+ * commits before every sleep, so it must be CALLed outside an explicit
+ * transaction block; the caller then picks up with pqrun.pickup(). */
+PQRUN_FUNCTION(pqrun_await_jobs)
+{
+	auto *call_context = reinterpret_cast<CallContext *>(fcinfo->context);
+	if (call_context == nullptr || !IsA(call_context, CallContext) || call_context->atomic)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+		                errmsg("pqrun.await_jobs must be called with CALL outside a transaction block")));
+	RequireArg(fcinfo, 2, "wait");
+	ArrayType *job_types = OptionalTextArray(fcinfo, 0, "job_types");
+	ArrayType *queues = OptionalTextArray(fcinfo, 1, "queues");
+	const Interval *wait = PG_GETARG_INTERVAL_P(2);
+	if (IsNegative(wait))
+		RaiseInvalid("wait must not be negative");
+	TupleDesc desc;
+	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "pqrun: await_jobs must have an INOUT argument");
+	desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+	bool ready = queue::AwaitJobs(job_types, queues, IntervalMs(wait));
+	Finish();
+	Datum value = BoolGetDatum(ready);
+	bool isnull = false;
+	return HeapTupleGetDatum(heap_form_tuple(desc, &value, &isnull));
+}
