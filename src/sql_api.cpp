@@ -126,11 +126,18 @@ PQRUN_FUNCTION(pqrun_enqueue_batch)
 	batch::JobCursor cursor;
 	batch::Begin(jobs, &cursor);
 	queue::EnqueueArgs args;
+	/* Each element's garbage (arguments, SPI results) goes when it is done. */
+	MemoryContext element_context = AllocSetContextCreate(CurrentMemoryContext, "pqrun enqueue_batch element",
+	                                                      ALLOCSET_DEFAULT_SIZES);
+	MemoryContext batch_context = MemoryContextSwitchTo(element_context);
 	while (batch::Next(&cursor, &args)) {
 		Datum id = Int64GetDatum(queue::Enqueue(args, cursor.element));
 		bool isnull = false;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+		SPI_freetuptable(SPI_tuptable);
+		MemoryContextReset(element_context);
 	}
+	MemoryContextSwitchTo(batch_context);
 	Finish();
 	return Datum(0);
 }
