@@ -14,9 +14,9 @@ OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp))
 DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*--*.sql))
 DATA_built = sql/pqrun--$(EXTVERSION).sql
 
-REGRESS      = setup enqueue pickup lifecycle dependencies fifo operate validation drop
+REGRESS      = setup enqueue pickup lifecycle dependencies fifo operate schedule validation drop
 REGRESS_OPTS = --inputdir=.
-ISOLATION      = pickup_race dedupe_race pickup_vs_reap done_vs_cancel error_vs_dependents
+ISOLATION      = pickup_race dedupe_race pickup_vs_reap done_vs_cancel error_vs_dependents schedule_race
 ISOLATION_OPTS = --inputdir=test/isolation
 
 PG_CONFIG ?= pg_config
@@ -41,6 +41,13 @@ include $(PGXS)
 # The version goes only into pqrun.o so other objects do not rebuild on a bump.
 src/pqrun.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\"
 src/pqrun.o: pqrun.control
+
+# Unlink the installed module first: overwriting it in place would change the
+# code under every running server that has it loaded.
+install-lib-shared: unlink-installed-module
+.PHONY: unlink-installed-module
+unlink-installed-module:
+	rm -f '$(DESTDIR)$(pkglibdir)/$(MODULE_big)$(DLSUFFIX)'
 
 sql/pqrun--$(EXTVERSION).sql: sql/pqrun.sql
 	cp $< $@

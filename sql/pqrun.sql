@@ -8,6 +8,8 @@
  */
 \echo Use "CREATE EXTENSION pqrun" to load this file. \quit
 
+CREATE SCHEMA pqrun;
+
 CREATE TYPE pqrun.job_status AS ENUM ('BLOCKED', 'READY', 'RUNNING', 'DONE', 'FAILED', 'CANCELLED');
 
 CREATE SEQUENCE pqrun.job_id_seq;
@@ -450,7 +452,13 @@ CREATE FUNCTION pqrun._run_every_next(run_every interval, due timestamptz, after
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'pqrun_run_every_next' LANGUAGE c STABLE STRICT PARALLEL SAFE;
 
-REVOKE ALL ON FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pqrun.unschedule(text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pqrun._fire_due_schedules() FROM PUBLIC;
-REVOKE ALL ON FUNCTION pqrun._run_every_next(interval, timestamptz, timestamptz) FROM PUBLIC;
+/* As the other API functions (see "Permissions"): the ones that touch
+ * pqrun.periodic run as the extension's owner with a pinned search_path, and
+ * PUBLIC gets nothing. */
+ALTER FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean)
+	SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION pqrun.unschedule(text, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION pqrun._fire_due_schedules() SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean),
+	pqrun.unschedule(text, text), pqrun.cron_next(text, timestamptz), pqrun._fire_due_schedules(),
+	pqrun._run_every_next(interval, timestamptz, timestamptz) FROM PUBLIC;

@@ -27,10 +27,21 @@ ExpectType(const JsonbValue &value, enum jbvType type, int element, const char *
 		RaiseInvalid(element, psprintf("\"%s\" must be %s", key, type_name));
 }
 
+/* RequireIntegral rejects a JSON number with a fractional part or an
+ * exponent instead of letting the cast round it. */
+void
+RequireIntegral(Numeric number, int element, const char *key, const char *what)
+{
+	const char *text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(number)));
+	if (strpbrk(text, ".eE") != nullptr)
+		RaiseInvalid(element, psprintf("\"%s\" must be %s, not %s", key, what, text));
+}
+
 Datum
 NumericToInt4(const JsonbValue &value, int element, const char *key)
 {
 	ExpectType(value, jbvNumeric, element, key, "an integer");
+	RequireIntegral(value.val.numeric, element, key, "an integer");
 	return DirectFunctionCall1(numeric_int4, NumericGetDatum(value.val.numeric));
 }
 
@@ -61,6 +72,7 @@ ToInt8Array(const JsonbValue &value, int element, const char *key)
 		JsonbValue *item = getIthJsonbValueFromContainer(container, i);
 		if (item == nullptr || item->type != jbvNumeric)
 			RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
+		RequireIntegral(item->val.numeric, element, key, "an array of job ids");
 		ids[i] = DirectFunctionCall1(numeric_int8, NumericGetDatum(item->val.numeric));
 	}
 	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));

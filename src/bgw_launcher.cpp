@@ -39,7 +39,8 @@ constexpr long kRestartDelayMs = 5000;
 using shmem::DatabaseSlot;
 using shmem::SlotState;
 
-/* Handles of the workers this launcher started, by slot index. */
+/* Handles of the workers this launcher started, by slot index (in
+ * TopMemoryContext). */
 BackgroundWorkerHandle *handles[shmem::kMaxDatabases];
 
 /* DatabaseList answers the oids of connectable databases (palloc'd in the
@@ -121,7 +122,11 @@ StartWorker(int slot_index, Oid dboid)
 	strlcpy(worker.bgw_type, "pqrun maintenance", BGW_MAXLEN);
 	worker.bgw_main_arg = Int32GetDatum(slot_index);
 	worker.bgw_notify_pid = MyProcPid;
-	return RegisterDynamicBackgroundWorker(&worker, &handles[slot_index]);
+	/* The handle outlives this loop iteration's memory context. */
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	bool started = RegisterDynamicBackgroundWorker(&worker, &handles[slot_index]);
+	MemoryContextSwitchTo(old);
+	return started;
 }
 
 /* Reconcile starts workers for slots that want one and notices workers that
@@ -142,6 +147,7 @@ Reconcile(shmem::SharedState *shared)
 			DatabaseSlot &s = shared->slots[i];
 			s.pid = 0;
 			s.latch = nullptr;
+			elog(DEBUG1, "pqrun launcher: worker of database %u stopped in state %d", s.dboid, (int)s.state);
 			if (s.state == SlotState::kRunning || s.state == SlotState::kStarting) {
 				s.state = SlotState::kProbe;
 				s.retry_at = TimestampTzPlusMilliseconds(now, kRestartDelayMs);
@@ -156,8 +162,12 @@ Reconcile(shmem::SharedState *shared)
 		if (start)
 			s.state = SlotState::kStarting;
 		LWLockRelease(shared->lock);
+		if (start)
+			elog(DEBUG1, "pqrun launcher: starting a worker for database %u", dboid);
 		if (start && !StartWorker(i, dboid)) {
-			/* No free background worker slot: try again later. */
+			ereport(LOG, (errmsg("pqrun launcher: no free background worker slot for database %u", dboid),
+			              errhint("Raise max_worker_processes.")));
+			/* Try again later. */
 			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 			s.state = SlotState::kProbe;
 			s.retry_at = TimestampTzPlusMilliseconds(now, kRestartDelayMs);

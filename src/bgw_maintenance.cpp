@@ -108,8 +108,11 @@ MaintenanceMain(Datum arg)
 		my_slot->latch = MyLatch;
 	}
 	LWLockRelease(shared->lock);
-	if (!wanted)
+	if (!wanted) {
+		elog(DEBUG1, "pqrun maintenance: slot %d not waiting for a worker (state %d)", slot_index,
+		     (int)my_slot->state);
 		proc_exit(0);
+	}
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("pqrun maintenance");

@@ -15,6 +15,7 @@
 #include "queue.hpp"
 
 #include "guc.hpp"
+#include "schedule.hpp"
 #include "spi_plans.hpp"
 #include "wake.hpp"
 
@@ -187,9 +188,28 @@ AdvanceFifo(const char *fifo_key)
 
 /* FinishLive moves unfinished job `job_id` to job_done as `status`, whatever
  * its state, then follows up. Answers false if it was not unfinished. */
+/* LockGroupOf takes the FIFO group lock of unfinished job `job_id` if it
+ * belongs to a group, and answers whether it does. Lock order everywhere:
+ * group lock, then dependency edges, then job rows; a job's fifo_key never
+ * changes, so reading it unlocked first is safe. */
+bool
+LockGroupOf(int64 job_id)
+{
+	Datum values[1] = {Int64GetDatum(job_id)};
+	if (Exec(Stmt::kFifoKeyOf, values, nullptr, SPI_OK_SELECT) == 0)
+		return false;
+	char *fifo_key = ColText(0, 1);
+	if (fifo_key)
+		LockFifoGroup(fifo_key);
+	return fifo_key != nullptr;
+}
+
 bool
 FinishLive(int64 job_id, const char *status, const char *outcome, const char *error)
 {
+	LockGroupOf(job_id);
+	Datum edge_values[1] = {Int64GetDatum(job_id)};
+	Exec(Stmt::kDropEdgesOf, edge_values, nullptr, SPI_OK_DELETE);
 	Datum values[6];
 	char nulls[7] = "      ";
 	values[0] = Int64GetDatum(job_id);
@@ -202,10 +222,7 @@ FinishLive(int64 job_id, const char *status, const char *outcome, const char *er
 	values[5] = Datum(0);
 	if (Exec(Stmt::kFinishAny, values, nulls, SPI_OK_SELECT) == 0)
 		return false;
-	bool has_dependents = ColBool(0, 1);
-	char *fifo_key = ColText(0, 2);
-	Exec(Stmt::kDropEdgesOf, values, nullptr, SPI_OK_DELETE);
-	AfterFinish(job_id, status, has_dependents, fifo_key);
+	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
 	return true;
 }
 
@@ -237,8 +254,8 @@ void
 FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
               const char *error, Datum result, bool result_null)
 {
-	Datum values[6];
-	char nulls[7] = "      ";
+	Datum values[7];
+	char nulls[8] = "       ";
 	values[0] = Int64GetDatum(job_id);
 	values[1] = lease;
 	nulls[1] = has_lease ? ' ' : 'n';
@@ -247,8 +264,14 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, con
 	values[4] = TextOrNull(error, &nulls[4]);
 	values[5] = result;
 	nulls[5] = result_null ? 'n' : ' ';
-	if (Exec(Stmt::kFinishRunning, values, nulls, SPI_OK_SELECT) == 0)
-		RaiseNotRunning(job_id, lease, has_lease);
+	/* The common job has no FIFO group and is finished in one statement; a
+	 * group member takes its group lock first and is finished again. */
+	values[6] = BoolGetDatum(false);
+	if (Exec(Stmt::kFinishRunning, values, nulls, SPI_OK_SELECT) == 0) {
+		values[6] = BoolGetDatum(true);
+		if (!LockGroupOf(job_id) || Exec(Stmt::kFinishRunning, values, nulls, SPI_OK_SELECT) == 0)
+			RaiseNotRunning(job_id, lease, has_lease);
+	}
 	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
 }
 
@@ -593,10 +616,13 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 		int bytes = pg_mbcharcliplen(error, strlen(error), kMaxErrorChars);
 		error = pnstrdup(error, bytes);
 	}
-	Datum values[2] = {Int64GetDatum(job_id), lease};
-	char nulls[3] = {' ', has_lease ? ' ' : 'n', '\0'};
-	if (Exec(Stmt::kLockRunning, values, nulls, SPI_OK_SELECT) == 0)
-		RaiseNotRunning(job_id, lease, has_lease);
+	Datum values[3] = {Int64GetDatum(job_id), lease, BoolGetDatum(false)};
+	char nulls[4] = {' ', has_lease ? ' ' : 'n', ' ', '\0'};
+	if (Exec(Stmt::kLockRunning, values, nulls, SPI_OK_SELECT) == 0) {
+		values[2] = BoolGetDatum(true);
+		if (!LockGroupOf(job_id) || Exec(Stmt::kLockRunning, values, nulls, SPI_OK_SELECT) == 0)
+			RaiseNotRunning(job_id, lease, has_lease);
+	}
 	bool isnull;
 	int32 attempts = DatumGetInt32(Col(0, 1, &isnull));
 	int32 max_attempts = DatumGetInt32(Col(0, 2, &isnull));
@@ -626,22 +652,26 @@ Heartbeat(int64 job_id, Datum lease, bool has_lease)
 int32
 ReapStale(const Interval *default_stale_after)
 {
-	Datum values[1] = {PointerGetDatum(default_stale_after)};
+	Datum values[2] = {PointerGetDatum(default_stale_after), Datum(0)};
 	uint64 n = Exec(Stmt::kStale, values, nullptr, SPI_OK_SELECT);
-	IdList stale{static_cast<int64 *>(palloc(sizeof(int64) * (n + 1))), nullptr, n};
-	bool *exhausted = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
-	for (uint64 i = 0; i < n; i++) {
-		stale.ids[i] = ColInt64(i, 1);
-		exhausted[i] = ColBool(i, 2);
-	}
+	IdList stale = CopyIds(n, true);
 	const char *error = "timed out: no heartbeat within the stale window";
-	for (uint64 i = 0; i < n; i++) {
-		if (exhausted[i])
+	int32 reaped = 0;
+	for (uint64 i = 0; i < stale.count; i++) {
+		/* Group lock before the row lock; then make sure it is still stale
+		 * and not held by a worker finishing it right now. */
+		if (stale.labels[i])
+			LockFifoGroup(stale.labels[i]);
+		Datum lock_values[2] = {Int64GetDatum(stale.ids[i]), PointerGetDatum(default_stale_after)};
+		if (Exec(Stmt::kLockStale, lock_values, nullptr, SPI_OK_SELECT) == 0)
+			continue;
+		if (ColBool(0, 1))
 			FinishRunning(stale.ids[i], Datum(0), false, "FAILED", "stale", error, Datum(0), true);
 		else
 			Requeue(stale.ids[i], GetCurrentTransactionStartTimestamp(), error, "stale");
+		reaped++;
 	}
-	return static_cast<int32>(n);
+	return reaped;
 }
 
 bool
@@ -651,11 +681,8 @@ Cancel(int64 job_id, const char *reason)
 	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
 	char *status = ColText(0, 1);
-	char *fifo_key = ColText(0, 3);
 	if (IsStatus(status, "DONE") || IsStatus(status, "FAILED") || IsStatus(status, "CANCELLED"))
 		return false;
-	if (fifo_key)
-		LockFifoGroup(fifo_key);
 	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? reason : "cancelled");
 }
 
@@ -702,6 +729,7 @@ RescueOrphans()
 	uint64 n = Exec(Stmt::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
 	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
+	char **fifo_keys = static_cast<char **>(palloc(sizeof(char *) * (n + 1)));
 	uint64 orphans = 0;
 	for (uint64 i = 0; i < n; i++) {
 		bool isnull;
@@ -709,11 +737,14 @@ RescueOrphans()
 		if (BackendPidGetProc(pid) != nullptr)
 			continue;
 		ids[orphans] = ColInt64(i, 1);
+		fifo_keys[orphans] = ColText(i, 3);
 		pids[orphans++] = pid;
 	}
 	int64 rescued = 0;
 	const char *error = "orphaned: the backend holding the job exited";
 	for (uint64 i = 0; i < orphans; i++) {
+		if (fifo_keys[i])
+			LockFifoGroup(fifo_keys[i]);
 		Datum values[2] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i])};
 		if (Exec(Stmt::kLockOrphan, values, nullptr, SPI_OK_SELECT) == 0)
 			continue;
@@ -735,6 +766,7 @@ RunMaintenance()
 	counts.reaped = ReapStale(&stale_after);
 	if (pqrun_orphan_rescue)
 		counts.orphaned = RescueOrphans();
+	counts.scheduled = schedule::FireDue();
 
 	/* Backstop for unblocking: edges whose dependency already finished, and
 	 * BLOCKED jobs with nothing left to wait for. */

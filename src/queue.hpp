@@ -66,6 +66,7 @@ int64 Purge(const Interval *older_than, const char *statuses_literal);
 struct MaintenanceCounts {
 	int32 reaped;
 	int64 orphaned;
+	int64 scheduled;
 	int64 unblocked;
 	int64 promoted;
 	int64 purged;

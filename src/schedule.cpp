@@ -419,14 +419,23 @@ EveryNext(const Interval *every, TimestampTz due, TimestampTz now, pg_tz *tz)
 {
 	if (TIMESTAMP_NOT_FINITE(due) || TIMESTAMP_NOT_FINITE(now))
 		ereport(ERROR, (errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE), errmsg("timestamp out of range")));
-	/* Estimate k with average month and day lengths, then correct it with
-	 * the real calendar arithmetic. */
-	double span = static_cast<double>(every->time) + every->day * static_cast<double>(USECS_PER_DAY) +
-	              every->month * kUsecsPerAverageMonth;
 	int64 k = 1;
-	if (now > due && span > 0) {
-		double estimate = (static_cast<double>(now) - static_cast<double>(due)) / span;
-		k = static_cast<int64>(std::min(estimate, 1e15)) + 1;
+	if (now > due && every->day == 0 && every->month == 0 && every->time > 0) {
+		/* Fixed length: exact. The difference of two valid timestamps always
+		 * fits in 64 unsigned bits. */
+		uint64 periods = (static_cast<uint64>(now) - static_cast<uint64>(due)) / static_cast<uint64>(every->time);
+		if (periods >= static_cast<uint64>(PG_INT64_MAX))
+			ereport(ERROR, (errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE), errmsg("timestamp out of range")));
+		k = static_cast<int64>(periods) + 1;
+	} else if (now > due) {
+		/* Calendar parts: estimate k with average month and day lengths, then
+		 * correct it with the real calendar arithmetic below. */
+		double span = static_cast<double>(every->time) + every->day * static_cast<double>(USECS_PER_DAY) +
+		              every->month * kUsecsPerAverageMonth;
+		if (span > 0) {
+			double estimate = (static_cast<double>(now) - static_cast<double>(due)) / span;
+			k = static_cast<int64>(std::min(estimate, static_cast<double>(PG_INT32_MAX))) + 1;
+		}
 	}
 	TimestampTz next = PlusMultiple(due, every, k, tz);
 	for (int step = 0; next <= now; step++) {

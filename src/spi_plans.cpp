@@ -112,15 +112,16 @@ const StmtDef kStmts[] = {
 	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
 	{Stmt::kFinishRunning, "finish running",
 	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
-	 "   AND ($2::uuid IS NULL OR lease_token = $2) RETURNING *)" FINISH_FROM_GONE,
-	 6, {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}},
+	 "   AND ($2::uuid IS NULL OR lease_token = $2) AND ($7 OR fifo_key IS NULL) RETURNING *)" FINISH_FROM_GONE,
+	 7, {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, BOOLOID}},
 	{Stmt::kFinishAny, "finish any",
 	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND $2::uuid IS NULL RETURNING *)" FINISH_FROM_GONE, 6,
 	 {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}},
 	{Stmt::kLockRunning, "lock running",
 	 "SELECT attempts, max_attempts FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
-	 "   AND ($2::uuid IS NULL OR lease_token = $2) FOR UPDATE",
-	 2, {INT8OID, UUIDOID}},
+	 "   AND ($2::uuid IS NULL OR lease_token = $2) AND ($3 OR fifo_key IS NULL) FOR UPDATE",
+	 3, {INT8OID, UUIDOID, BOOLOID}},
+	{Stmt::kFifoKeyOf, "fifo key of", "SELECT fifo_key FROM pqrun.job_live WHERE id = $1", 1, {INT8OID}},
 	/* Ends the running attempt of job $1 with outcome $4 and error $3 and makes
 	 * the job READY again at $2; the attempt goes to the history table. */
 	{Stmt::kRequeue, "requeue",
@@ -163,11 +164,16 @@ const StmtDef kStmts[] = {
 	{Stmt::kFifoHead, "fifo head", "SELECT id FROM pqrun.job_live WHERE fifo_key = $1 ORDER BY id LIMIT 1", 1,
 	 {TEXTOID}},
 	{Stmt::kStale, "stale",
-	 "SELECT id, attempts >= max_attempts FROM pqrun.job_live"
+	 "SELECT id, fifo_key FROM pqrun.job_live"
 	 " WHERE status = 'RUNNING'"
-	 "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, $1)"
-	 " FOR UPDATE SKIP LOCKED",
+	 "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, $1)",
 	 1, {INTERVALOID}},
+	{Stmt::kLockStale, "lock stale",
+	 "SELECT attempts >= max_attempts FROM pqrun.job_live"
+	 " WHERE id = $1 AND status = 'RUNNING'"
+	 "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, $2)"
+	 " FOR UPDATE SKIP LOCKED",
+	 2, {INT8OID, INTERVALOID}},
 	{Stmt::kRetryFinished, "retry finished",
 	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = $1 AND status IN ('FAILED', 'CANCELLED') RETURNING *),"
 	 " logged AS ("
@@ -204,7 +210,8 @@ const StmtDef kStmts[] = {
 	 " LIMIT 1000",
 	 0, {}},
 	{Stmt::kRunningHolders, "running holders",
-	 "SELECT id, holder_pid FROM pqrun.job_live WHERE status = 'RUNNING' AND holder_pid IS NOT NULL", 0, {}},
+	 "SELECT id, holder_pid, fifo_key FROM pqrun.job_live WHERE status = 'RUNNING' AND holder_pid IS NOT NULL", 0,
+	 {}},
 	{Stmt::kLockOrphan, "lock orphan",
 	 "SELECT attempts >= max_attempts FROM pqrun.job_live"
 	 " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2 FOR UPDATE SKIP LOCKED",

@@ -236,7 +236,10 @@ PQRUN_FUNCTION(pqrun_purge)
 	const Interval *older_than = PG_GETARG_INTERVAL_P(0);
 	if (IsNegative(older_than))
 		RaiseInvalid("older_than must not be negative");
-	const char *statuses = DatumGetCString(DirectFunctionCall1(array_out, PG_GETARG_DATUM(1)));
+	Oid output_function;
+	bool is_varlena;
+	getTypeOutputInfo(get_fn_expr_argtype(fcinfo->flinfo, 1), &output_function, &is_varlena);
+	const char *statuses = OidOutputFunctionCall(output_function, PG_GETARG_DATUM(1));
 	Connect();
 	int64 purged = queue::Purge(older_than, statuses);
 	Finish();
@@ -249,9 +252,10 @@ PQRUN_FUNCTION(pqrun_run_maintenance)
 	queue::MaintenanceCounts counts = queue::RunMaintenance();
 	Finish();
 	const char *json =
-		psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"unblocked\": %lld, \"promoted\": %lld, \"purged\": %lld}",
-	             counts.reaped, (long long)counts.orphaned, (long long)counts.unblocked, (long long)counts.promoted,
-	             (long long)counts.purged);
+		psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"scheduled\": %lld, \"unblocked\": %lld, \"promoted\": %lld, "
+	             "\"purged\": %lld}",
+	             counts.reaped, (long long)counts.orphaned, (long long)counts.scheduled, (long long)counts.unblocked,
+	             (long long)counts.promoted, (long long)counts.purged);
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
 }
 

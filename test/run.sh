@@ -107,6 +107,10 @@ for t in test/shell/*.sh; do
 done
 
 echo
+if [ "$failed" != 0 ]; then
+	echo "== server log: crashes and errors"
+	grep -E "PANIC|TRAP|terminated by signal|server process .* was terminated" "$work/server.log" | tail -n 20
+fi
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -92,6 +92,13 @@ psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
 	-c "SELECT pqrun.heartbeat($id)" -c "SELECT pg_sleep(2)" -c "SELECT pqrun.mark_done($id)" >/dev/null
 wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" DONE 2
 
+echo "-- a run_every => '1 second' schedule produces a job every second, with no manual call"
+q -d app1 -c "SELECT pqrun.schedule('tick', 'tick', run_every => '1 second')" >/dev/null
+sleep 5.5
+ticks=$(q -d app1 -c "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'tick'")
+[ "$ticks" -ge 4 ] && [ "$ticks" -le 6 ] || fail "expected 4 to 6 ticks in 5.5 s, got $ticks"
+q -d app1 -c "SELECT pqrun.unschedule('tick')" >/dev/null
+
 echo "-- immediate shutdown and restart: workers come back, no job is lost"
 q -d app1 -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'survivor')) FROM generate_series(1, 500)))" >/dev/null
 cluster_stop "$dir" immediate

@@ -1,0 +1,113 @@
+-- pickup: claim order, batch size, filters, the claimed row's fields,
+-- delayed jobs, long poll without jobs, and no double claims.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS pqrun CASCADE;
+CREATE EXTENSION pqrun;
+RESET client_min_messages;
+\pset null '(null)'
+
+-- 1. Nothing runnable: no rows, also with a short long-poll.
+SELECT * FROM pqrun.pickup('w1');
+SELECT count(*) AS picked FROM pqrun.pickup('w1', wait => '10 ms');
+
+-- 2. Order: priority DESC, then id ASC.
+SELECT pqrun.enqueue('t', priority => 0) AS id;   -- 1
+SELECT pqrun.enqueue('t', priority => 5) AS id;   -- 2
+SELECT pqrun.enqueue('t', priority => 0) AS id;   -- 3
+SELECT pqrun.enqueue('t', priority => 5) AS id;   -- 4
+SELECT pqrun.enqueue('t', priority => -1) AS id;  -- 5
+SELECT pqrun.enqueue('t', priority => 10) AS id;  -- 6
+SELECT id, priority FROM pqrun.pickup('w1');
+SELECT id, priority FROM pqrun.pickup('w1', batch_size => 3);
+-- batch_size larger than what is runnable returns what there is.
+SELECT id, priority FROM pqrun.pickup('w1', batch_size => 10);
+-- 3. RUNNING jobs are never picked again.
+SELECT count(*) AS picked FROM pqrun.pickup('w1', batch_size => 10);
+SELECT id, status, attempts FROM pqrun.jobs ORDER BY id;
+
+-- 4. The claimed row: RUNNING, attempts + 1, locked_by = worker_id,
+-- locked_at = now(), a fresh lease_token; pickup returns the updated row.
+SELECT pqrun.enqueue('claim', payload => '{"x": 1}', queue => 'qa', max_attempts => 2) AS id;  -- 7
+BEGIN;
+SELECT id, queue, job_type, payload, status, priority, attempts, max_attempts, locked_by,
+       locked_at = now() AS locked_now, lease_token IS NOT NULL AS has_lease,
+       finished_at, duration_ms, result, last_error
+  FROM pqrun.pickup('worker-A');
+SELECT id, status, attempts, locked_by, locked_at = now() AS locked_now,
+       lease_token IS NOT NULL AS has_lease
+  FROM pqrun.jobs WHERE id = 7;
+COMMIT;
+-- The lease in the returned row is the job's current lease.
+SELECT lease_token AS pickup_lease FROM pqrun.jobs WHERE id = 7 \gset
+SELECT count(*) AS distinct_leases FROM (SELECT DISTINCT lease_token FROM pqrun.jobs) s;
+-- A job picked a second time (after a retry) gets attempts 2 and a new lease.
+SELECT pqrun.mark_error(7, 'first try failed', retry_after => '0');
+SELECT id, attempts, locked_by, lease_token <> :'pickup_lease' AS new_lease
+  FROM pqrun.pickup('worker-B');
+
+-- 5. Filters: job_types and queues (NULL = any, several values = any of them).
+SELECT pqrun.enqueue('alpha', queue => 'q1') AS id;  -- 8
+SELECT pqrun.enqueue('beta', queue => 'q1') AS id;   -- 9
+SELECT pqrun.enqueue('alpha', queue => 'q2') AS id;  -- 10
+SELECT pqrun.enqueue('gamma', queue => 'q2') AS id;  -- 11
+SELECT pqrun.enqueue('beta', queue => 'q3') AS id;   -- 12
+SELECT id, job_type, queue FROM pqrun.pickup('w', job_types => ARRAY['gamma']);
+SELECT id, job_type, queue FROM pqrun.pickup('w', queues => ARRAY['q3']);
+SELECT id, job_type, queue FROM pqrun.pickup('w', job_types => ARRAY['alpha'], queues => ARRAY['q2']);
+SELECT id, job_type, queue FROM pqrun.pickup('w', job_types => ARRAY['alpha'], queues => ARRAY['q3']);
+SELECT id, job_type, queue FROM pqrun.pickup('w', job_types => ARRAY['beta', 'alpha'], queues => NULL, batch_size => 5);
+SELECT id, job_type, queue FROM pqrun.pickup('w', job_types => ARRAY['nope']);
+SELECT count(*) AS ready FROM pqrun.jobs WHERE status = 'READY';
+
+-- 6. A delayed job is READY but not picked until its run_after passes.
+SELECT pqrun.enqueue('delayed', run_after => now() + interval '1 hour') AS id;  -- 13
+SELECT pqrun.enqueue('delayed', run_after => now() + interval '2 hours', priority => 99) AS id;  -- 14
+SELECT id, status, run_after > now() AS in_future FROM pqrun.jobs WHERE job_type = 'delayed' ORDER BY id;
+SELECT count(*) AS picked FROM pqrun.pickup('w', job_types => ARRAY['delayed']);
+SELECT count(*) AS picked FROM pqrun.pickup('w', job_types => ARRAY['delayed'], wait => '10 ms');
+-- Make job 13 due by moving its run_after into the past (direct manipulation
+-- of the internal table pqrun.job_live, standing in for the passing of time;
+-- in the same transaction as the pickup, so that the background worker
+-- cannot be half-way through promoting it when pickup looks).
+BEGIN;
+UPDATE pqrun.job_live SET run_after = now() - interval '1 second' WHERE id = 13;
+SELECT id, status, attempts FROM pqrun.pickup('w', job_types => ARRAY['delayed'], batch_size => 5);
+COMMIT;
+SELECT id, status, attempts FROM pqrun.jobs WHERE job_type = 'delayed' ORDER BY id;
+-- A job enqueued with a run_after already in the past is runnable at once.
+SELECT pqrun.enqueue('past', run_after => now() - interval '1 day') AS id;  -- 15
+SELECT id FROM pqrun.pickup('w', job_types => ARRAY['past']);
+
+-- 7. Among due jobs the order is still priority DESC, id ASC, delayed or not.
+SELECT pqrun.enqueue('mix', run_after => now() + interval '1 minute', priority => 1) AS id;  -- 16
+SELECT pqrun.enqueue('mix', priority => 1) AS id;  -- 17
+SELECT pqrun.enqueue('mix', priority => 0) AS id;  -- 18
+BEGIN;
+UPDATE pqrun.job_live SET run_after = now() - interval '1 second' WHERE id = 16;  -- internal: make it due
+SELECT id, priority FROM pqrun.pickup('w', job_types => ARRAY['mix'], batch_size => 3);
+COMMIT;
+
+-- 8. A job enqueued and picked in the same transaction works; a pickup in
+-- a transaction that rolls back leaves the job READY with attempts 0.
+SELECT pqrun.enqueue('rb') AS id;  -- 19
+BEGIN;
+SELECT id, status, attempts FROM pqrun.pickup('w', job_types => ARRAY['rb']);
+ROLLBACK;
+SELECT id, status, attempts, locked_by, lease_token FROM pqrun.jobs WHERE id = 19;
+BEGIN;
+SELECT pqrun.enqueue('same-tx') AS id;  -- 20
+SELECT id, status, attempts FROM pqrun.pickup('w', job_types => ARRAY['same-tx']);
+COMMIT;
+
+-- 9. Long poll: with a runnable job, pickup returns at once even with a
+-- long wait (the statement_timeout only guards against a hang here) ...
+SELECT pqrun.enqueue('poll') AS id;  -- 21
+SET statement_timeout = '20s';
+SELECT id, status FROM pqrun.pickup('w', job_types => ARRAY['poll'], wait => '1 hour');
+-- ... and with nothing runnable it honours statement_timeout.
+SET statement_timeout = '100ms';
+SELECT id FROM pqrun.pickup('w', job_types => ARRAY['poll'], wait => '1 hour');
+RESET statement_timeout;
+
+-- The history shows one running attempt per RUNNING job.
+SELECT job_id, attempt, worker_id, outcome FROM pqrun.job_attempts ORDER BY job_id, attempt;

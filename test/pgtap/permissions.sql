@@ -1,0 +1,123 @@
+-- test/pgtap/permissions.sql — who may do what (API.md, "Permissions").
+--
+-- The extension grants nothing to PUBLIC; grant_producer, grant_worker and
+-- grant_monitor give a role exactly its use:
+--   producer: enqueue, enqueue_batch, cancel, read pqrun.jobs
+--   worker:   pickup, mark_done, mark_error, heartbeat, enqueue, enqueue_batch,
+--             read pqrun.jobs
+--   monitor:  read jobs, job_attempts, periodic, queue_stats, workers, health,
+--             call metrics()
+-- and everything else (reap_stale, retry, purge, run_maintenance, schedule,
+-- unschedule, the grant functions) stays with the owner. Checked twice: in
+-- the catalog (privileges on every API function and relation) and by
+-- calling the API as each role. Roles are created in the rolled-back
+-- transaction.
+BEGIN;
+SELECT plan(39);
+
+CREATE ROLE tap_producer;
+CREATE ROLE tap_worker;
+CREATE ROLE tap_monitor;
+CREATE ROLE tap_nobody;
+SELECT lives_ok($$SELECT pqrun.grant_producer('tap_producer')$$, 'grant_producer');
+SELECT lives_ok($$SELECT pqrun.grant_worker('tap_worker')$$, 'grant_worker');
+SELECT lives_ok($$SELECT pqrun.grant_monitor('tap_monitor')$$, 'grant_monitor');
+
+-- ---- the catalog ----------------------------------------------------------------
+CREATE TEMP TABLE api_fn(name) AS VALUES ('enqueue'), ('enqueue_batch'), ('pickup'), ('mark_done'), ('mark_error'),
+	('heartbeat'), ('reap_stale'), ('cancel'), ('retry'), ('purge'), ('run_maintenance'), ('schedule'),
+	('unschedule'), ('metrics'), ('grant_producer'), ('grant_worker'), ('grant_monitor');
+CREATE TEMP TABLE api_rel(name) AS VALUES ('jobs'), ('job_attempts'), ('periodic'), ('queue_stats'), ('workers'),
+	('health');
+GRANT SELECT ON api_fn, api_rel TO PUBLIC;
+
+-- may_execute(role): the API functions `role` may call (schema USAGE and EXECUTE).
+CREATE FUNCTION pg_temp.may_execute(r name) RETURNS text[] LANGUAGE sql AS $$
+	SELECT coalesce(array_agg(DISTINCT p.proname::text ORDER BY p.proname::text), '{}')
+	  FROM pg_proc p JOIN api_fn a ON a.name = p.proname
+	 WHERE p.pronamespace = 'pqrun'::regnamespace
+	   AND has_schema_privilege(r, 'pqrun', 'USAGE') AND has_function_privilege(r, p.oid, 'EXECUTE') $$;
+-- may_read(role): the API relations `role` may SELECT from.
+CREATE FUNCTION pg_temp.may_read(r name) RETURNS text[] LANGUAGE sql AS $$
+	SELECT coalesce(array_agg(a.name::text ORDER BY a.name::text), '{}')
+	  FROM api_rel a
+	 WHERE has_schema_privilege(r, 'pqrun', 'USAGE')
+	   AND has_table_privilege(r, format('pqrun.%I', a.name), 'SELECT') $$;
+-- may_write(role): the pqrun relations `role` may change directly.
+CREATE FUNCTION pg_temp.may_write(r name) RETURNS text[] LANGUAGE sql AS $$
+	SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname::text), '{}')
+	  FROM pg_class c
+	 WHERE c.relnamespace = 'pqrun'::regnamespace AND c.relkind IN ('r', 'v', 'p', 'm', 'S')
+	   AND has_schema_privilege(r, 'pqrun', 'USAGE')
+	   AND (has_table_privilege(r, c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')
+	        OR (c.relkind = 'S' AND has_sequence_privilege(r, c.oid, 'USAGE, UPDATE'))) $$;
+-- internal(role): pqrun functions whose name starts with "_" that `role` may call.
+CREATE FUNCTION pg_temp.internal(r name) RETURNS text[] LANGUAGE sql AS $$
+	SELECT coalesce(array_agg(p.proname::text ORDER BY p.proname::text), '{}')
+	  FROM pg_proc p
+	 WHERE p.pronamespace = 'pqrun'::regnamespace AND p.proname LIKE '\_%'
+	   AND has_schema_privilege(r, 'pqrun', 'USAGE') AND has_function_privilege(r, p.oid, 'EXECUTE') $$;
+
+SELECT is(pg_temp.may_execute('tap_producer'), ARRAY['cancel', 'enqueue', 'enqueue_batch'],
+	'a producer may call enqueue, enqueue_batch and cancel, nothing else');
+SELECT is(pg_temp.may_execute('tap_worker'),
+	ARRAY['enqueue', 'enqueue_batch', 'heartbeat', 'mark_done', 'mark_error', 'pickup'],
+	'a worker may call pickup, mark_done, mark_error, heartbeat, enqueue and enqueue_batch, nothing else');
+SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['metrics'], 'a monitor may call metrics(), nothing else');
+SELECT is(pg_temp.may_execute('tap_nobody'), '{}'::text[], 'PUBLIC may call no API function');
+
+SELECT is(pg_temp.may_read('tap_producer'), ARRAY['jobs'], 'a producer may read pqrun.jobs');
+SELECT is(pg_temp.may_read('tap_worker'), ARRAY['jobs'], 'a worker may read pqrun.jobs');
+SELECT is(pg_temp.may_read('tap_monitor'), ARRAY['health', 'job_attempts', 'jobs', 'periodic', 'queue_stats', 'workers'],
+	'a monitor may read jobs, job_attempts, periodic, queue_stats, workers and health');
+SELECT is(pg_temp.may_read('tap_nobody'), '{}'::text[], 'PUBLIC may read nothing');
+
+SELECT is(pg_temp.may_write(r), '{}'::text[], format('%s may change no pqrun relation directly', r))
+  FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_monitor', 'tap_nobody']::name[]) AS r;
+SELECT is(pg_temp.internal(r), '{}'::text[], format('%s may call no internal pqrun function', r))
+  FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_monitor', 'tap_nobody']::name[]) AS r;
+
+-- ---- calling the API as each role ---------------------------------------------------
+SET LOCAL ROLE tap_producer;
+SELECT lives_ok($$SELECT pqrun.enqueue('perm', queue => 'tap_perm')$$, 'a producer enqueues');
+SELECT lives_ok($$SELECT pqrun.enqueue_batch('[{"job_type": "perm", "queue": "tap_perm"}]')$$,
+	'a producer enqueues a batch');
+SELECT is((SELECT count(*) FROM pqrun.jobs WHERE queue = 'tap_perm'), 2::bigint, 'a producer reads pqrun.jobs');
+SELECT is(pqrun.cancel((SELECT max(id) FROM pqrun.jobs WHERE queue = 'tap_perm')), true, 'a producer cancels');
+SELECT throws_ok($$SELECT * FROM pqrun.pickup('p', queues => '{tap_perm}')$$, '42501', NULL,
+	'a producer cannot pick up');
+SELECT throws_ok($$SELECT pqrun.reap_stale()$$, '42501', NULL, 'a producer cannot reap');
+SELECT throws_ok($$SELECT * FROM pqrun.job_attempts$$, '42501', NULL, 'a producer cannot read job_attempts');
+SELECT throws_ok($$INSERT INTO pqrun.job_live (status, priority, max_attempts, run_after, created_at, updated_at,
+	queue, job_type, payload) VALUES ('READY', 0, 1, now(), now(), now(), 'tap_perm', 'x', '{}')$$, '42501', NULL,
+	'a producer cannot write the tables behind the API');
+RESET ROLE;
+
+SET LOCAL ROLE tap_worker;
+SELECT is((SELECT count(*) FROM pqrun.pickup('tap-w', queues => '{tap_perm}')), 1::bigint, 'a worker picks up');
+SELECT lives_ok($$SELECT pqrun.mark_done((SELECT id FROM pqrun.jobs WHERE queue = 'tap_perm' AND status = 'RUNNING'))$$,
+	'a worker marks done');
+SELECT lives_ok($$SELECT pqrun.enqueue('perm', queue => 'tap_perm')$$, 'a worker enqueues (handler chains)');
+SELECT throws_ok($$SELECT pqrun.cancel((SELECT max(id) FROM pqrun.jobs WHERE queue = 'tap_perm'))$$, '42501', NULL,
+	'a worker cannot cancel');
+SELECT throws_ok($$SELECT pqrun.retry((SELECT min(id) FROM pqrun.jobs WHERE queue = 'tap_perm'))$$, '42501', NULL,
+	'a worker cannot retry');
+SELECT throws_ok($$SELECT pqrun.schedule('tap', 'perm', run_every => '1 hour')$$, '42501', NULL,
+	'a worker cannot schedule');
+RESET ROLE;
+
+SET LOCAL ROLE tap_monitor;
+SELECT lives_ok($$SELECT * FROM pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.workers, pqrun.health,
+	pqrun.periodic LIMIT 1$$, 'a monitor reads every observing relation');
+SELECT lives_ok($$SELECT pqrun.metrics()$$, 'a monitor calls metrics()');
+SELECT throws_ok($$SELECT pqrun.enqueue('perm')$$, '42501', NULL, 'a monitor cannot enqueue');
+SELECT throws_ok($$SELECT pqrun.run_maintenance()$$, '42501', NULL, 'a monitor cannot run maintenance');
+RESET ROLE;
+
+SET LOCAL ROLE tap_nobody;
+SELECT throws_ok($$SELECT pqrun.enqueue('perm')$$, '42501', NULL, 'PUBLIC cannot enqueue');
+SELECT throws_ok($$SELECT * FROM pqrun.jobs$$, '42501', NULL, 'PUBLIC cannot read pqrun.jobs');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# test/shell/drain.sh — many clients drain one queue, and race on dedupe keys.
+#
+# Runs against an already running server with pqrun preloaded (test/run.sh
+# exports PGHOST, PGPORT and PGUSER), in a database of its own that it creates
+# and drops.
+#
+# Phase 1: 20,000 jobs are enqueued with enqueue_batch, then 8 pgbench clients
+# (2 threads) each loop pickup('w<client>') and mark_done(id, lease_token =>
+# ...) in separate transactions until the queue is empty. API.md: no job is
+# ever handed to two workers at once, so every job ends DONE after exactly one
+# attempt, with one pqrun.job_attempts row (outcome 'done') by the worker that
+# picked it, and no client ever gets an error (a double pickup would make a
+# fenced mark_done raise 55000).
+# Phase 2: 8 clients enqueue 200 jobs each with a random key out of 50 shared
+# dedupe keys, all at the same time. API.md: exactly one unfinished job per
+# key exists afterwards.
+#
+# Exits non-zero on any violation. Bounded: the drain is killed after
+# PQRUN_DRAIN_TIMEOUT seconds (default 75) and the dedupe phase after 20
+# (about 16 s and 1 s on a 2-core machine); timings are printed.
+set -uo pipefail
+
+export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+jobs=${PQRUN_DRAIN_JOBS:-20000}
+clients=8
+threads=2
+keys=50
+per_client=200
+db=pqrun_drain_$$
+tmp=$(mktemp -d /tmp/pqrun-drain.XXXXXX)
+
+cleanup() {
+	if ! dropdb --if-exists "$db" 2>"$tmp/dropdb.err"; then
+		echo "note: DROP DATABASE $db without FORCE failed: $(cat "$tmp/dropdb.err")"
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+violations=0
+q() { psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+now_ms() { date +%s%3N; }
+
+# check NAME EXPECTED SQL: the query's single value must equal EXPECTED.
+check() {
+	local name=$1 expected=$2 got
+	got=$(q -c "$3" 2>&1)
+	if [ "$got" = "$expected" ]; then
+		echo "ok   $name ($got)"
+	else
+		echo "FAIL $name: expected [$expected], got [$got]"
+		violations=$((violations + 1))
+	fi
+}
+
+# bench NAME SCRIPT TRANSACTIONS_PER_CLIENT SECONDS: run pgbench, killed
+# after SECONDS; fail on any error.
+bench() {
+	local name=$1 script=$2 per=$3 limit=$4 rc
+	timeout --kill-after=5 "$limit" pgbench -n -M prepared -c "$clients" -j "$threads" -t "$per" -f "$script" "$db" \
+		>"$tmp/$name.log" 2>&1
+	rc=$?
+	grep -E "number of (transactions actually processed|failed transactions)|^tps" "$tmp/$name.log" | sed 's/^/     /'
+	if [ $rc != 0 ] || grep -qiE "aborted|error" "$tmp/$name.log"; then
+		echo "FAIL $name: pgbench exited with $rc$([ $rc = 124 ] && echo " (timed out after ${limit}s)")"
+		grep -iE "error|aborted" "$tmp/$name.log" | head -n 10
+		violations=$((violations + 1))
+	fi
+}
+
+createdb "$db" || exit 1
+q -c "CREATE EXTENSION pqrun" || exit 1
+
+echo "== phase 1: $clients clients drain $jobs jobs"
+t0=$(now_ms)
+q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'drain',
+	'payload', jsonb_build_object('n', i))) FROM generate_series(1, $jobs) AS i))" >/dev/null || exit 1
+t1=$(now_ms)
+echo "     enqueue_batch of $jobs jobs: $((t1 - t0)) ms"
+
+# One pgbench transaction = one pickup, then (if it got a job) one mark_done
+# in its own transaction. The aggregate always yields one row, so an empty
+# pickup sets id = 0 instead of failing \gset.
+cat >"$tmp/drain.sql" <<'EOF'
+SELECT coalesce(max(id), 0) AS id, max(lease_token::text) AS lease FROM pqrun.pickup('w' || :client_id::text) \gset
+\if :id > 0
+SELECT pqrun.mark_done(:id, jsonb_build_object('by', :client_id::int), :lease::uuid);
+\endif
+EOF
+# Enough transactions for an uneven split between clients; the surplus are
+# cheap empty pickups once the queue is drained.
+per=$(((jobs + clients - 1) / clients * 3 / 2))
+bench drain "$tmp/drain.sql" "$per" "${PQRUN_DRAIN_TIMEOUT:-75}"
+t2=$(now_ms)
+echo "     drain: $((t2 - t1)) ms"
+
+check "every job is DONE" "$jobs" "SELECT count(*) FROM pqrun.jobs WHERE status = 'DONE'"
+check "no job is anything else" 0 "SELECT count(*) FROM pqrun.jobs WHERE status <> 'DONE'"
+check "no unfinished job is left" 0 "SELECT count(*) FROM pqrun.job_live"
+check "no job id appears twice in pqrun.jobs" 0 "SELECT count(*) - count(DISTINCT id) FROM pqrun.jobs"
+check "every job was attempted exactly once" "$jobs" "SELECT count(*) FROM pqrun.jobs WHERE attempts = 1"
+check "every job has a lease, worker and result" "$jobs" \
+	"SELECT count(*) FROM pqrun.jobs WHERE lease_token IS NOT NULL AND locked_by ~ '^w[0-9]+\$'
+	   AND finished_at IS NOT NULL AND duration_ms >= 0 AND result ? 'by'"
+check "the result comes from the worker that held the job" 0 \
+	"SELECT count(*) FROM pqrun.jobs WHERE locked_by <> 'w' || (result->>'by')"
+check "one job_attempts row per job" "$jobs" "SELECT count(*) FROM pqrun.job_attempts"
+check "no job_id appears twice in job_attempts" 0 "SELECT count(*) - count(DISTINCT job_id) FROM pqrun.job_attempts"
+check "every attempt is attempt 1, outcome done, with its times" "$jobs" \
+	"SELECT count(*) FROM pqrun.job_attempts WHERE attempt = 1 AND outcome = 'done'
+	   AND started_at IS NOT NULL AND finished_at >= started_at"
+check "attempts and jobs agree on the worker" "$jobs" \
+	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id"
+check "per-worker counts add up" "$jobs" \
+	"SELECT sum(n) FROM (SELECT count(*) AS n FROM pqrun.job_attempts GROUP BY worker_id) AS per_worker"
+check "every client got work" "$clients" "SELECT count(DISTINCT worker_id) FROM pqrun.job_attempts"
+q -c "SELECT worker_id, count(*) FROM pqrun.job_attempts GROUP BY 1 ORDER BY 1" | tr '\n' ' ' | sed 's/^/     jobs per worker: /; s/$/\n/'
+
+echo "== phase 2: $clients clients x $per_client enqueues over $keys dedupe keys"
+cat >"$tmp/dedupe.sql" <<EOF
+\set k random(1, $keys)
+SELECT pqrun.enqueue('dedupe', jsonb_build_object('client', :client_id::int), dedupe_key => 'key-' || :k::text);
+EOF
+t3=$(now_ms)
+bench dedupe "$tmp/dedupe.sql" "$per_client" 20
+echo "     dedupe: $(($(now_ms) - t3)) ms"
+check "exactly one unfinished job per key" "$keys" \
+	"SELECT count(*) FROM pqrun.job_live WHERE dedupe_key LIKE 'key-%'"
+check "the $keys keys are all distinct" "$keys" \
+	"SELECT count(DISTINCT dedupe_key) FROM pqrun.job_live WHERE dedupe_key LIKE 'key-%'"
+check "no other job with those keys exists" "$keys" "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'dedupe'"
+check "they are READY and untouched" "$keys" \
+	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'dedupe' AND status = 'READY' AND attempts = 0"
+
+echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
+[ $violations = 0 ]
