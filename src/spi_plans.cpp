@@ -29,18 +29,18 @@ struct StmtDef {
 /* Claim up to $2 runnable jobs for worker $1, optionally filtered by job types
  * $3 and queues $4. The partial index job_live_pick yields rows already in
  * priority/id order, so the claim touches only the rows it returns plus the
- * ones other pickers hold. */
+ * ones other pickers hold. The claimed ids go through an array rather than a
+ * join so that the (generic) plan updates them by primary key. */
 #define PICK(filter)                                                                                                   \
-	"WITH picked AS ("                                                                                                 \
-	"  SELECT id FROM pqrun.job_live"                                                                                  \
-	"   WHERE status = 'READY' AND NOT delayed " filter "   ORDER BY priority DESC, id"                               \
-	"   LIMIT $2 FOR UPDATE SKIP LOCKED),"                                                                             \
-	" claimed AS ("                                                                                                    \
+	"WITH claimed AS ("                                                                                                \
 	"  UPDATE pqrun.job_live j"                                                                                        \
 	"     SET status = 'RUNNING', attempts = j.attempts + 1, locked_at = pg_catalog.now(), locked_by = $1,"           \
 	"         lease_token = pg_catalog.gen_random_uuid(), heartbeat_at = NULL,"                                       \
 	"         holder_pid = pg_catalog.pg_backend_pid(), updated_at = pg_catalog.now()"                                 \
-	"    FROM picked WHERE j.id = picked.id"                                                                           \
+	"   WHERE j.id = ANY (ARRAY("                                                                                      \
+	"     SELECT id FROM pqrun.job_live"                                                                               \
+	"      WHERE status = 'READY' AND NOT delayed " filter "      ORDER BY priority DESC, id"                         \
+	"      LIMIT $2 FOR UPDATE SKIP LOCKED))"                                                                          \
 	"  RETURNING j.*)"                                                                                                 \
 	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"
 
@@ -94,9 +94,10 @@ const StmtDef kStmts[] = {
 	 {TEXTOID}},
 	{Stmt::kFifoBusy, "fifo busy", "SELECT 1 FROM pqrun.job_live WHERE fifo_key = $1 LIMIT 1", 1, {TEXTOID}},
 	{Stmt::kPromoteDue, "promote due",
-	 "WITH due AS (SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= $1"
-	 "   ORDER BY run_after LIMIT 1000 FOR UPDATE SKIP LOCKED)"
-	 " UPDATE pqrun.job_live j SET delayed = false FROM due WHERE j.id = due.id RETURNING j.queue, j.job_type",
+	 "UPDATE pqrun.job_live j SET delayed = false"
+	 " WHERE j.id = ANY (ARRAY(SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= $1"
+	 "   ORDER BY run_after LIMIT 1000 FOR UPDATE SKIP LOCKED))"
+	 " RETURNING j.queue, j.job_type",
 	 1, {TIMESTAMPTZOID}},
 	{Stmt::kReadyExists, "ready exists",
 	 "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
@@ -217,8 +218,8 @@ const StmtDef kStmts[] = {
 	 " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2 FOR UPDATE SKIP LOCKED",
 	 2, {INT8OID, INT4OID}},
 	{Stmt::kRetention, "retention",
-	 "WITH victims AS (SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2),"
-	 " gone AS (DELETE FROM pqrun.job_done d USING victims v WHERE d.id = v.id RETURNING d.id),"
+	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
+	 "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2)) RETURNING id),"
 	 " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
 	 " SELECT pg_catalog.count(*) FROM gone",
 	 2, {INTERVALOID, INT4OID}},
@@ -238,7 +239,11 @@ PlanFor(Stmt stmt)
 		const StmtDef &def = kStmts[index];
 		if (def.stmt != stmt)
 			elog(ERROR, "pqrun: statement table out of order at \"%s\"", def.name);
-		SPIPlanPtr plan = SPI_prepare(def.sql, def.nargs, const_cast<Oid *>(def.argtypes));
+		/* Generic plans: every statement is written so that its generic plan is
+		 * the right one, and re-planning on each call would cost more than
+		 * most of the statements take to run. */
+		SPIPlanPtr plan =
+			SPI_prepare_cursor(def.sql, def.nargs, const_cast<Oid *>(def.argtypes), CURSOR_OPT_GENERIC_PLAN);
 		if (plan == nullptr)
 			elog(ERROR, "pqrun: could not prepare \"%s\": %s", def.name, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
