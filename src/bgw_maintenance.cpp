@@ -151,7 +151,10 @@ MaintenanceMain(Datum arg)
 		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(loop_context);
 
-		long naptime = pqrun_reap_interval;
+		/* Rounds fall on multiples of reap_interval (not reap_interval after
+		 * the last round ended), so they do not drift and a schedule due
+		 * every interval is never found with two slots due in one round. */
+		long naptime = pqrun_reap_interval - (GetCurrentTimestamp() / 1000) % pqrun_reap_interval;
 		if (round == Round::kDone && !failed)
 			grace_until = 0; /* seen installed: from now on, absent means dropped */
 		if (round == Round::kNoExtension) {
