@@ -101,10 +101,23 @@ q -d app1 -c "SELECT pqrun.unschedule('tick')" >/dev/null
 
 echo "-- immediate shutdown and restart: workers come back, no job is lost"
 q -d app1 -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'survivor')) FROM generate_series(1, 500)))" >/dev/null
+# An hourly schedule whose last five slots were missed while the server was
+# down: the workers fire it once after the restart, not five times.
+q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+q -d app1 -c "SELECT pqrun.schedule('hourly', 'hourly', run_every => '1 hour')" \
+	-c "UPDATE pqrun.periodic SET next_run = now() - interval '5 hours' WHERE name = 'hourly'" >/dev/null
 cluster_stop "$dir" immediate
+q_down=$(q -d postgres -c "SELECT 1" 2>/dev/null || echo down)
+[ "$q_down" = down ] || fail "the server did not stop"
 cluster_start "$dir"
+q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
 wait_for postgres "$(workers_in app1)" 1 10
 wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'" 500 2
+wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'" 1 5
+sleep 1.5
+[ "$(q -d app1 -c "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'")" = 1 ] || fail "missed slots fired more than once"
+[ "$(q -d app1 -c "SELECT next_run > now() FROM pqrun.periodic WHERE name = 'hourly'")" = t ] || fail "next_run is not in the future"
 
 echo "-- a crashed backend (kill -9) restarts the server; workers come back"
 psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
