@@ -220,6 +220,17 @@ AS 'MODULE_PATHNAME', 'pqrun_await_jobs' LANGUAGE c;
 
 /* ---- Observing ---------------------------------------------------------- */
 
+/* Finished-job counts and recent activity come from shared-memory counters
+ * (src/stats.cpp), so this view never scans the history; only unfinished
+ * jobs are counted from the table. */
+CREATE FUNCTION pqrun._queue_counters(
+	OUT queue text, OUT job_type text, OUT done bigint, OUT failed bigint, OUT cancelled bigint,
+	OUT enqueued_last_5min bigint, OUT picked_last_5min bigint, OUT done_last_5min bigint,
+	OUT errors_last_5min bigint, OUT avg_duration_ms_last_5min double precision,
+	OUT avg_wait_ms_last_5min double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pqrun_queue_counters' LANGUAGE c VOLATILE;
+
 CREATE VIEW pqrun.queue_stats AS
 	WITH live AS (
 		SELECT queue, job_type,
@@ -229,24 +240,13 @@ CREATE VIEW pqrun.queue_stats AS
 		       pg_catalog.now() OPERATOR(pg_catalog.-) (pg_catalog.min(run_after)
 		           FILTER (WHERE status OPERATOR(pg_catalog.=) 'READY'
 		                   AND run_after OPERATOR(pg_catalog.<=) pg_catalog.now())) AS oldest_ready_age
-		  FROM pqrun.job_live GROUP BY queue, job_type),
-	finished AS (
-		SELECT queue, job_type,
-		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'DONE') AS done,
-		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'FAILED') AS failed,
-		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'CANCELLED') AS cancelled,
-		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'DONE'
-		           AND finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '5 minutes'::interval))
-		           AS done_last_5min,
-		       pg_catalog.avg(duration_ms) FILTER (WHERE status OPERATOR(pg_catalog.=) 'DONE'
-		           AND finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '5 minutes'::interval))
-		           ::double precision AS avg_duration_ms_last_5min
-		  FROM pqrun.job_done GROUP BY queue, job_type)
+		  FROM pqrun.job_live GROUP BY queue, job_type)
 	SELECT queue, job_type,
 	       COALESCE(l.blocked, 0) AS blocked, COALESCE(l.ready, 0) AS ready, COALESCE(l.running, 0) AS running,
-	       COALESCE(f.done, 0) AS done, COALESCE(f.failed, 0) AS failed, COALESCE(f.cancelled, 0) AS cancelled,
-	       l.oldest_ready_age, COALESCE(f.done_last_5min, 0) AS done_last_5min, f.avg_duration_ms_last_5min
-	  FROM live l FULL JOIN finished f USING (queue, job_type);
+	       COALESCE(c.done, 0) AS done, COALESCE(c.failed, 0) AS failed, COALESCE(c.cancelled, 0) AS cancelled,
+	       l.oldest_ready_age, COALESCE(c.done_last_5min, 0) AS done_last_5min, c.avg_duration_ms_last_5min,
+	       c.enqueued_last_5min, c.picked_last_5min, c.errors_last_5min, c.avg_wait_ms_last_5min
+	  FROM live l FULL JOIN pqrun._queue_counters() c USING (queue, job_type);
 
 CREATE VIEW pqrun.workers AS
 	SELECT worker_id, pg_catalog.max(seen) AS last_seen, pg_catalog.sum(running)::int AS running_jobs
@@ -376,7 +376,8 @@ BEGIN
 	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
 		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
 	END IF;
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics() TO %s', role);
+	/* Functions in a view run with the privileges of whoever reads it. */
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters() TO %s', role);
 END $$;
 
 REVOKE ALL ON FUNCTION pqrun.grant_producer(regrole), pqrun.grant_worker(regrole), pqrun.grant_monitor(regrole) FROM PUBLIC;

@@ -17,6 +17,7 @@
 #include "guc.hpp"
 #include "schedule.hpp"
 #include "spi_plans.hpp"
+#include "stats.hpp"
 #include "wake.hpp"
 
 namespace pqrun::queue {
@@ -139,6 +140,36 @@ PromoteDue()
 	return n;
 }
 
+/* NoteFinished counts the job just moved to job_done as `status` (the last
+ * result: has_dependents, fifo_key, queue, job_type, old status, locked_at). */
+void
+NoteFinished(const char *status)
+{
+	stats::Finished finished;
+	if (!stats::ParseFinished(status, &finished))
+		return;
+	bool isnull;
+	Datum locked_at = Col(0, 6, &isnull);
+	int64 duration_ms = isnull ? 0 : (GetCurrentTransactionStartTimestamp() - DatumGetTimestampTz(locked_at)) / 1000;
+	stats::JobFinished(ColText(0, 3), ColText(0, 4), finished, duration_ms);
+}
+
+/* NoteRemoved counts the finished jobs a purge or retention statement
+ * deleted (rows of queue, job_type, status, count) and answers how many. */
+int64
+NoteRemoved(uint64 n)
+{
+	int64 total = 0;
+	for (uint64 i = 0; i < n; i++) {
+		stats::Finished finished;
+		int64 count = ColInt64(i, 4);
+		total += count;
+		if (stats::ParseFinished(ColText(i, 3), &finished))
+			stats::FinishedRemoved(ColText(i, 1), ColText(i, 2), finished, count);
+	}
+	return total;
+}
+
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
  * unknown id (P0002), not running or stale lease (55000). */
 void
@@ -222,6 +253,7 @@ FinishLive(int64 job_id, const char *status, const char *outcome, const char *er
 	values[5] = Datum(0);
 	if (Exec(Stmt::kFinishAny, values, nulls, SPI_OK_SELECT) == 0)
 		return false;
+	NoteFinished(status);
 	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
 	return true;
 }
@@ -272,6 +304,7 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, con
 		if (!LockGroupOf(job_id) || Exec(Stmt::kFinishRunning, values, nulls, SPI_OK_SELECT) == 0)
 			RaiseNotRunning(job_id, lease, has_lease);
 	}
+	NoteFinished(status);
 	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
 }
 
@@ -284,7 +317,10 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	values[1] = TimestampTzGetDatum(run_after);
 	values[2] = TextOrNull(error, &nulls[2]);
 	values[3] = CStringGetTextDatum(outcome);
-	NoteRows(Exec(Stmt::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING), 3);
+	uint64 n = Exec(Stmt::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
+	if (n > 0)
+		stats::Errored(ColText(0, 1), ColText(0, 2));
+	NoteRows(n, 3);
 }
 
 /* Prefix for error messages about an enqueue_batch element. */
@@ -428,6 +464,10 @@ Enqueue(const EnqueueArgs &args, int element)
 		nulls[8] = args.isnull[kDependsOn] ? 'n' : ' ';
 		nulls[11] = '\0';
 		Exec(Stmt::kInsertCancelled, values, nulls, SPI_OK_INSERT_RETURNING);
+		const char *queue = TextDatumGetCString(args.value[kQueue]);
+		const char *job_type = TextDatumGetCString(args.value[kJobType]);
+		stats::Enqueued(queue, job_type);
+		stats::JobFinished(queue, job_type, stats::Finished::kCancelled, 0);
 		return ColInt64(0, 1);
 	}
 
@@ -460,6 +500,8 @@ Enqueue(const EnqueueArgs &args, int element)
 	Exec(Stmt::kInsertLive, values, nulls, SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
 	bool inserted = ColBool(0, 2);
+	if (inserted)
+		stats::Enqueued(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]));
 	if (inserted && !blocked) {
 		if (run_after > now)
 			wake::NoteDelayed(run_after);
@@ -489,6 +531,9 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 	for (uint64 i = 0; i < n; i++) {
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
 		tuplestore_putvalues(out, out_desc, row_values, row_nulls);
+		/* pqrun.jobs columns: 2 queue, 3 job_type, 9 run_after, 11 locked_at */
+		stats::PickedUp(TextDatumGetCString(row_values[1]), TextDatumGetCString(row_values[2]),
+		                (DatumGetTimestampTz(row_values[10]) - DatumGetTimestampTz(row_values[8])) / 1000);
 	}
 	return n;
 }
@@ -708,6 +753,9 @@ Retry(int64 job_id)
 	}
 	values[1] = CStringGetTextDatum(blocked ? "BLOCKED" : "READY");
 	uint64 n = Exec(Stmt::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING);
+	stats::Finished was;
+	if (n > 0 && stats::ParseFinished(status, &was))
+		stats::FinishedRemoved(ColText(0, 1), ColText(0, 2), was, 1);
 	if (!blocked)
 		NoteRows(n, 0);
 	return n > 0;
@@ -717,8 +765,7 @@ int64
 Purge(const Interval *older_than, const char *statuses_literal)
 {
 	Datum values[2] = {PointerGetDatum(older_than), CStringGetTextDatum(statuses_literal)};
-	Exec(Stmt::kPurge, values, nullptr, SPI_OK_SELECT);
-	return ColInt64(0, 1);
+	return NoteRemoved(Exec(Stmt::kPurge, values, nullptr, SPI_OK_SELECT));
 }
 
 /* RescueOrphans puts back running jobs whose holder (the backend that
@@ -782,8 +829,7 @@ RunMaintenance()
 		Interval keep{};
 		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;
 		Datum values[2] = {PointerGetDatum(&keep), Int32GetDatum(kRetentionBatch)};
-		Exec(Stmt::kRetention, values, nullptr, SPI_OK_SELECT);
-		counts.purged = ColInt64(0, 1);
+		counts.purged = NoteRemoved(Exec(Stmt::kRetention, values, nullptr, SPI_OK_SELECT));
 	}
 	return counts;
 }

@@ -6,6 +6,7 @@
 #include "shmem.hpp"
 
 #include "boundary.hpp"
+#include "stats.hpp"
 #include "wake.hpp"
 
 extern "C" {
@@ -30,8 +31,8 @@ RequestSpace()
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(SharedState)), wake::ShmemSize()));
-	RequestNamedLWLockTranche("pqrun", 2);
+	RequestAddinShmemSpace(add_size(add_size(MAXALIGN(sizeof(SharedState)), wake::ShmemSize()), stats::ShmemSize()));
+	RequestNamedLWLockTranche("pqrun", 3);
 }
 
 void
@@ -47,6 +48,7 @@ Startup()
 		shared->lock = &(GetNamedLWLockTranche("pqrun"))->lock;
 	}
 	wake::ShmemInit();
+	stats::ShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -59,7 +59,7 @@ struct StmtDef {
 	"     locked_by, dedupe_key, fifo_key, depends_on, CASE WHEN status = 'RUNNING' THEN $4 END,"                     \
 	"     COALESCE($5, last_error), $6, payload"                                                                       \
 	"  FROM gone)"                                                                                                     \
-	" SELECT has_dependents, fifo_key, queue FROM gone"
+	" SELECT has_dependents, fifo_key, queue, job_type, status::text, locked_at FROM gone"
 
 const StmtDef kStmts[] = {
 	{Stmt::kInsertLive, "insert live",
@@ -193,9 +193,9 @@ const StmtDef kStmts[] = {
 	{Stmt::kLiveByDedupe, "live by dedupe", "SELECT id FROM pqrun.job_live WHERE dedupe_key = $1", 1, {TEXTOID}},
 	{Stmt::kPurge, "purge",
 	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE status::text = ANY ($2::text[])"
-	 "   AND finished_at < pg_catalog.now() - $1 RETURNING id),"
+	 "   AND finished_at < pg_catalog.now() - $1 RETURNING id, queue, job_type, status),"
 	 " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
-	 " SELECT pg_catalog.count(*) FROM gone",
+	 " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
 	 2, {INTERVALOID, TEXTOID}},
 	/* Dependency edges whose dependency has already finished: the backstop for
 	 * anything the synchronous unblocking in mark_done/mark_error missed. */
@@ -219,10 +219,26 @@ const StmtDef kStmts[] = {
 	 2, {INT8OID, INT4OID}},
 	{Stmt::kRetention, "retention",
 	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
-	 "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2)) RETURNING id),"
+	 "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2))"
+	 "   RETURNING id, queue, job_type, status),"
 	 " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
-	 " SELECT pg_catalog.count(*) FROM gone",
+	 " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
 	 2, {INTERVALOID, INT4OID}},
+	{Stmt::kFinishedCounts, "finished counts",
+	 "SELECT queue, job_type, status::text, pg_catalog.count(*) FROM pqrun.job_done GROUP BY 1, 2, 3", 0, {}},
+	{Stmt::kCountersFromTables, "counters from tables",
+	 "SELECT queue, job_type,"
+	 "   pg_catalog.count(*) FILTER (WHERE status = 'DONE'),"
+	 "   pg_catalog.count(*) FILTER (WHERE status = 'FAILED'),"
+	 "   pg_catalog.count(*) FILTER (WHERE status = 'CANCELLED'),"
+	 "   NULL::bigint, NULL::bigint,"
+	 "   pg_catalog.count(*) FILTER (WHERE status = 'DONE' AND finished_at > pg_catalog.now() - '5 minutes'::interval),"
+	 "   NULL::bigint,"
+	 "   (pg_catalog.avg(duration_ms) FILTER (WHERE status = 'DONE'"
+	 "       AND finished_at > pg_catalog.now() - '5 minutes'::interval))::float8,"
+	 "   NULL::float8"
+	 " FROM pqrun.job_done GROUP BY queue, job_type",
+	 0, {}},
 };
 
 static_assert(sizeof(kStmts) / sizeof(kStmts[0]) == static_cast<size_t>(Stmt::kCount),

@@ -49,6 +49,8 @@ enum class Stmt {
 	kRunningHolders,
 	kLockOrphan,
 	kRetention,
+	kFinishedCounts,
+	kCountersFromTables,
 	kCount,
 };
 

@@ -8,6 +8,7 @@
 #include "boundary.hpp"
 #include "queue.hpp"
 #include "shmem.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -264,6 +265,7 @@ PQRUN_FUNCTION(pqrun_run_maintenance)
 PQRUN_FUNCTION(pqrun_register_database)
 {
 	shmem::RegisterDatabase(MyDatabaseId, 15000);
+	stats::ResetDatabase();
 	PG_RETURN_VOID();
 }
 
@@ -295,4 +297,15 @@ PQRUN_FUNCTION(pqrun_await_jobs)
 	Datum value = BoolGetDatum(ready);
 	bool isnull = false;
 	return HeapTupleGetDatum(heap_form_tuple(desc, &value, &isnull));
+}
+
+/* Rows behind pqrun.queue_stats: stored finished jobs and the last five
+ * minutes' activity per (queue, job_type), from shared memory. */
+PQRUN_FUNCTION(pqrun_queue_counters)
+{
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	Connect();
+	stats::Report(rsinfo->setResult, rsinfo->setDesc);
+	Finish();
+	return Datum(0);
 }

@@ -9,6 +9,7 @@
 
 #include "boundary.hpp"
 #include "shmem.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "commands/async.h"
@@ -136,6 +137,7 @@ OnXactEvent(XactEvent event, void *arg)
 {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
+		stats::OnCommit();
 		if (npending > 0 || overflow)
 			WakeWaiters();
 		LowerNextDue();
@@ -144,6 +146,7 @@ OnXactEvent(XactEvent event, void *arg)
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
+		stats::OnAbort();
 		Reset();
 		break;
 	default:
@@ -281,6 +284,12 @@ InstallCallbacks()
 {
 	RegisterXactCallback([](XactEvent event, void *arg) { GuardedEntry([=]() { OnXactEvent(event, arg); }); },
 	                     nullptr);
+	RegisterSubXactCallback(
+		[](SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+				GuardedEntry(stats::OnSubAbort);
+		},
+		nullptr);
 }
 
 Size

@@ -23,6 +23,7 @@ failures=()
 pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); failures+=("$1"); }
 
+rm -f regression.diffs isolation.diffs
 bash test/lib/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 echo "== build and install"
@@ -84,7 +85,7 @@ echo "== pgTAP"
 createdb pqrun_tap && psql -qX -d pqrun_tap -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION pqrun" >/dev/null
 for f in test/pgtap/*.sql; do
 	[ -e "$f" ] || continue
-	if PGDATABASE=pqrun_tap pg_prove -q "$f" >"$work/tap.log" 2>&1; then
+	if PGDATABASE=pqrun_tap pg_prove "$f" >"$work/tap.log" 2>&1; then
 		pass
 		echo "pgtap $f ... ok"
 	else

@@ -75,7 +75,11 @@ SELECT is(pg_temp.may_read('tap_nobody'), '{}'::text[], 'PUBLIC may read nothing
 SELECT is(pg_temp.may_write(r), '{}'::text[], format('%s may change no pqrun relation directly', r))
   FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_monitor', 'tap_nobody']::name[]) AS r;
 SELECT is(pg_temp.internal(r), '{}'::text[], format('%s may call no internal pqrun function', r))
-  FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_monitor', 'tap_nobody']::name[]) AS r;
+  FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_nobody']::name[]) AS r;
+-- Functions in a view run with the privileges of the view's user, so a
+-- monitor needs the counters behind pqrun.queue_stats, and nothing else.
+SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_queue_counters']::text[],
+	'a monitor may call only the counters behind queue_stats');
 
 -- ---- calling the API as each role ---------------------------------------------------
 SET LOCAL ROLE tap_producer;
