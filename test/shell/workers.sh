@@ -101,6 +101,13 @@ q -d app1 -c "SELECT pqrun.unschedule('tick')" >/dev/null
 
 echo "-- immediate shutdown and restart: workers come back, no job is lost"
 q -d app1 -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'survivor')) FROM generate_series(1, 500)))" >/dev/null
+# Counters behind pqrun.queue_stats live in shared memory: they must come back
+# from the tables after the restart.
+q -d app1 -c "SELECT count(pqrun.enqueue('counted')) FROM generate_series(1, 5)" \
+	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w3', job_types => '{counted}', batch_size => 3)" \
+	-c "SELECT count(pqrun.mark_error(id, 'no', terminal => true)) FROM pqrun.pickup('w3', job_types => '{counted}')" >/dev/null
+stats_sql="SELECT concat_ws(',', ready, done, failed, cancelled) FROM pqrun.queue_stats WHERE job_type = 'counted'"
+[ "$(q -d app1 -c "$stats_sql")" = "1,3,1,0" ] || fail "queue_stats before the restart: $(q -d app1 -c "$stats_sql")"
 # An hourly schedule whose last five slots were missed while the server was
 # down: the workers fire it once after the restart, not five times.
 q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
@@ -118,6 +125,7 @@ wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'" 1 5
 sleep 1.5
 [ "$(q -d app1 -c "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'")" = 1 ] || fail "missed slots fired more than once"
 [ "$(q -d app1 -c "SELECT next_run > now() FROM pqrun.periodic WHERE name = 'hourly'")" = t ] || fail "next_run is not in the future"
+[ "$(q -d app1 -c "$stats_sql")" = "1,3,1,0" ] || fail "queue_stats after the restart: $(q -d app1 -c "$stats_sql")"
 
 echo "-- a crashed backend (kill -9) restarts the server; workers come back"
 psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
