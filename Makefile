@@ -38,6 +38,10 @@ override with_llvm = no
 
 include $(PGXS)
 
+# PGXS tracks no header dependencies: rebuild everything when a header
+# changes, so no object is ever compiled against an older struct layout.
+$(OBJS): $(wildcard src/*.hpp)
+
 # The version goes only into pqrun.o so other objects do not rebuild on a bump.
 src/pqrun.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\"
 src/pqrun.o: pqrun.control

@@ -47,10 +47,16 @@ CREATE TABLE pqrun.job_live (
 	CHECK (NOT delayed OR status = 'READY')
 ) WITH (fillfactor = 90);
 
-CREATE INDEX job_live_pick ON pqrun.job_live (priority DESC, id)
+/* Pickup order (priority DESC, id ASC) as one ascending key, so that a pickup
+ * can start at a row comparison (src/wake.cpp, "pickup hint") instead of
+ * walking dead entries at the head of the index. */
+CREATE INDEX job_live_pick ON pqrun.job_live ((-(priority::bigint)), id)
 	WHERE status = 'READY' AND NOT delayed;
 CREATE INDEX job_live_delayed ON pqrun.job_live (run_after) WHERE delayed;
-CREATE INDEX job_live_running ON pqrun.job_live (locked_at) WHERE status = 'RUNNING';
+/* Keyed by id, not locked_at: every statement that touches one running job
+ * (mark, heartbeat, reap) then finds it by id whichever of the two indexes
+ * its generic plan picks; the set of running jobs is small to scan whole. */
+CREATE INDEX job_live_running ON pqrun.job_live (id) WHERE status = 'RUNNING';
 CREATE INDEX job_live_blocked ON pqrun.job_live (id) WHERE status = 'BLOCKED';
 CREATE UNIQUE INDEX job_live_dedupe ON pqrun.job_live (dedupe_key) WHERE dedupe_key IS NOT NULL;
 CREATE INDEX job_live_fifo ON pqrun.job_live (fifo_key, id) WHERE fifo_key IS NOT NULL;

@@ -109,8 +109,7 @@ MaintenanceMain(Datum arg)
 	}
 	LWLockRelease(shared->lock);
 	if (!wanted) {
-		elog(DEBUG1, "pqrun maintenance: slot %d not waiting for a worker (state %d)", slot_index,
-		     (int)my_slot->state);
+		elog(DEBUG1, "pqrun maintenance: slot %d is not waiting for a worker", slot_index);
 		proc_exit(0);
 	}
 

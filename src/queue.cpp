@@ -112,31 +112,36 @@ LockFifoGroup(const char *fifo_key)
 	Exec(Stmt::kFifoLock, values, nullptr, SPI_OK_SELECT);
 }
 
-/* NoteRows reports each (queue, job_type) row of the last result as a job
- * made READY, or as delayed when column `delayed_col` says so. */
+/* Result layout of every statement that makes jobs READY: queue, job_type,
+ * priority, id and, for some, delayed and run_after. */
+enum class ReadyRows { kReady, kMaybeDelayed };
+
+/* NoteRows reports each row of the last result as a job made READY, or as a
+ * delayed one. */
 void
-NoteRows(uint64 n, int delayed_col)
+NoteRows(uint64 n, ReadyRows layout)
 {
 	for (uint64 i = 0; i < n; i++) {
-		char *queue = ColText(i, 1);
-		char *job_type = ColText(i, 2);
-		if (delayed_col > 0 && ColBool(i, delayed_col)) {
-			bool isnull;
-			wake::NoteDelayed(DatumGetTimestampTz(Col(i, delayed_col + 1, &isnull)));
-		} else {
-			wake::NoteReady(queue, job_type, 1);
+		bool isnull;
+		if (layout == ReadyRows::kMaybeDelayed && ColBool(i, 5)) {
+			wake::NoteDelayed(DatumGetTimestampTz(Col(i, 6, &isnull)));
+			continue;
 		}
+		wake::NoteReady(ColText(i, 1), ColText(i, 2),
+		                wake::KeyOf(DatumGetInt32(Col(i, 3, &isnull)), ColInt64(i, 4)));
 	}
 }
 
 /* PromoteDue makes delayed jobs whose run_after has passed (by the clock,
  * not the transaction start, so a long poll sees them fall due) runnable. */
 uint64
-PromoteDue()
+PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit)
 {
-	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
-	uint64 n = Exec(Stmt::kPromoteDue, values, nullptr, SPI_OK_UPDATE_RETURNING);
-	NoteRows(n, 0);
+	Datum values[4] = {TimestampTzGetDatum(GetCurrentTimestamp()), PointerGetDatum(job_types),
+	                   PointerGetDatum(queues), Int32GetDatum(limit)};
+	char nulls[5] = {' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+	uint64 n = Exec(Stmt::kPromoteDue, values, nulls, SPI_OK_UPDATE_RETURNING);
+	NoteRows(n, ReadyRows::kReady);
 	return n;
 }
 
@@ -204,7 +209,7 @@ Release(int64 job_id)
 	if (Exec(Stmt::kLockBlocked, values, nullptr, SPI_OK_SELECT) == 0)
 		return false;
 	uint64 n = Exec(Stmt::kReleaseIfFree, values, nullptr, SPI_OK_UPDATE_RETURNING);
-	NoteRows(n, 3);
+	NoteRows(n, ReadyRows::kMaybeDelayed);
 	return n > 0;
 }
 
@@ -320,7 +325,7 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	uint64 n = Exec(Stmt::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (n > 0)
 		stats::Errored(ColText(0, 1), ColText(0, 2));
-	NoteRows(n, 3);
+	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 
 /* Prefix for error messages about an enqueue_batch element. */
@@ -422,7 +427,13 @@ Enqueue(const EnqueueArgs &args, int element)
 	char *cancel_reason = nullptr;
 	if (dep_count > 0) {
 		Datum dep_values[1] = {Int8Array(dep_ids, dep_count)};
-		IdList live = CopyIds(Exec(Stmt::kLockLiveDeps, dep_values, nullptr, SPI_OK_UPDATE_RETURNING), false);
+		uint64 nlive = Exec(Stmt::kLockLiveDeps, dep_values, nullptr, SPI_OK_UPDATE_RETURNING);
+		for (uint64 i = 0; i < nlive; i++) {
+			bool isnull;
+			if (IsStatus(ColText(i, 3), "READY"))
+				wake::NoteHeld(wake::KeyOf(DatumGetInt32(Col(i, 2, &isnull)), ColInt64(i, 1)));
+		}
+		IdList live = CopyIds(nlive, false);
 		pending = live.ids;
 		pending_count = static_cast<int>(live.count);
 		if (live.count < static_cast<uint64>(dep_count)) {
@@ -502,11 +513,15 @@ Enqueue(const EnqueueArgs &args, int element)
 	bool inserted = ColBool(0, 2);
 	if (inserted)
 		stats::Enqueued(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]));
+	bool isnull;
+	wake::PickKey key = wake::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), id);
 	if (inserted && !blocked) {
 		if (run_after > now)
 			wake::NoteDelayed(run_after);
 		else
-			wake::NoteReady(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]), 1);
+			wake::NoteReady(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]), key);
+	} else if (!inserted && IsStatus(ColText(0, 4), "READY")) {
+		wake::NoteHeld(key); /* the dedupe hit locked the holder */
 	}
 	if (inserted && pending_count > 0) {
 		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};
@@ -517,23 +532,64 @@ Enqueue(const EnqueueArgs &args, int element)
 
 namespace {
 
-/* ClaimOnce promotes due delayed jobs and claims up to the batch size,
- * appending the claimed rows to `out`. */
-uint64
-ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc)
+/* AppendClaimed appends the n claimed rows of the last result (pqrun.jobs
+ * rows) to `out` and answers the pickup key of the last one. */
+wake::PickKey
+AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc)
 {
-	PromoteDue();
-	uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
-	if (n == 0)
-		return 0;
+	wake::PickKey last{INT64_MAX, INT64_MAX};
 	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
 	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
 	for (uint64 i = 0; i < n; i++) {
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
 		tuplestore_putvalues(out, out_desc, row_values, row_nulls);
-		/* pqrun.jobs columns: 2 queue, 3 job_type, 9 run_after, 11 locked_at */
+		/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at */
+		last = wake::KeyOf(DatumGetInt32(row_values[5]), DatumGetInt64(row_values[0]));
+		wake::NoteClaimed(last);
 		stats::PickedUp(TextDatumGetCString(row_values[1]), TextDatumGetCString(row_values[2]),
 		                (DatumGetTimestampTz(row_values[10]) - DatumGetTimestampTz(row_values[8])) / 1000);
+	}
+	return last;
+}
+
+/* ClaimOnce claims up to the batch size, appending the claimed rows to
+ * `out`. Claims made after waiting are stamped with the clock, others with
+ * now(). Only a pickup that will not wait promotes due delayed jobs first
+ * (so they take their place in priority order): rows a waiting pickup
+ * promoted without claiming would stay locked until its statement ends. */
+uint64
+ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+          bool will_wait)
+{
+	int32 batch_size = DatumGetInt32(values[1]);
+	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
+	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
+	if (!waited && !will_wait)
+		PromoteDue(job_types, queues, batch_size);
+	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
+	/* Start at the pickup hint, past the dead entries at the head of the
+	 * index that vacuum may not be allowed to remove yet. */
+	wake::PickKey start{INT64_MIN, INT64_MIN};
+	uint64 gen = 0;
+	bool hinted = wake::ReadHint(&start, &gen);
+	values[4] = Int64GetDatum(start.neg_priority);
+	values[5] = Int64GetDatum(start.id);
+	uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
+	wake::PickKey last = AppendClaimed(n, out, out_desc);
+	/* Everything an unfiltered pickup passed on its way to its last claim is
+	 * claimed, dead or held by someone whose rollback lowers the hint again. */
+	if (hinted && n > 0 && stmt == Stmt::kPick)
+		wake::RaiseHint(gen, last);
+
+	/* Nothing promoted left: take delayed jobs that fell due since the last
+	 * maintenance round. */
+	if (n < static_cast<uint64>(batch_size)) {
+		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
+		                       TimestampTzGetDatum(GetCurrentTimestamp())};
+		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
+		uint64 due = Exec(Stmt::kPickDue, due_values, due_nulls, SPI_OK_SELECT);
+		AppendClaimed(due, out, out_desc);
+		n += due;
 	}
 	return n;
 }
@@ -575,10 +631,10 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 {
 	Stmt stmt = job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
 	                      : (queues ? Stmt::kPickQueues : Stmt::kPick);
-	Datum values[4] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
-	                   PointerGetDatum(queues)};
-	char nulls[5] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', '\0'};
-	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc);
+	Datum values[7] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
+	                   PointerGetDatum(queues), Datum(0), Datum(0), Datum(0)};
+	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, false, wait_ms > 0);
 	if (n > 0 || wait_ms <= 0)
 		return n;
 
@@ -598,7 +654,7 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 			CHECK_FOR_INTERRUPTS();
 			if (registered)
 				wake::PrepareCheck();
-			claimed = ClaimOnce(stmt, values, nulls, out, out_desc);
+			claimed = ClaimOnce(stmt, values, nulls, out, out_desc, true, true);
 			if (claimed > 0)
 				break;
 		}
@@ -757,7 +813,7 @@ Retry(int64 job_id)
 	if (n > 0 && stats::ParseFinished(status, &was))
 		stats::FinishedRemoved(ColText(0, 1), ColText(0, 2), was, 1);
 	if (!blocked)
-		NoteRows(n, 0);
+		NoteRows(n, ReadyRows::kReady);
 	return n > 0;
 }
 
@@ -824,7 +880,11 @@ RunMaintenance()
 	for (uint64 i = 0; i < stranded.count; i++)
 		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
 
-	counts.promoted = static_cast<int64>(PromoteDue());
+	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
+	/* Backstop for the pickup hint: whatever became READY without telling
+	 * (a manual UPDATE, say) is found within a round. */
+	if (Exec(Stmt::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
+		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
 	if (pqrun_retention > 0) {
 		Interval keep{};
 		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;

@@ -29,6 +29,11 @@ struct DatabaseSlot {
 	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
 	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
 	TimestampTz next_due;    /* earliest known delayed job of the database, 0 if none */
+	/* Pickup hint (wake.cpp): no READY job has a pickup key below it. */
+	bool hint_set;
+	int64 hint_neg_priority;
+	int64 hint_id;
+	uint64 hint_gen;
 };
 
 struct SharedState {

@@ -26,23 +26,29 @@ struct StmtDef {
 	"locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, "                                \
 	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at "
 
-/* Claim up to $2 runnable jobs for worker $1, optionally filtered by job types
- * $3 and queues $4. The partial index job_live_pick yields rows already in
+/* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
+ * by job types $3 and queues $4, starting at pickup key ($5, $6) =
+ * (-priority, id). The partial index job_live_pick yields rows already in
  * priority/id order, so the claim touches only the rows it returns plus the
  * ones other pickers hold. The claimed ids go through an array rather than a
  * join so that the (generic) plan updates them by primary key. */
-#define PICK(filter)                                                                                                   \
+/* Claim the rows `candidates` selects for worker $1 at time `at`. */
+#define CLAIM(candidates, at)                                                                                          \
 	"WITH claimed AS ("                                                                                                \
 	"  UPDATE pqrun.job_live j"                                                                                        \
-	"     SET status = 'RUNNING', attempts = j.attempts + 1, locked_at = pg_catalog.now(), locked_by = $1,"           \
+	"     SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1,"                                        \
+	"         locked_at = " at ", locked_by = $1,"                                                                    \
 	"         lease_token = pg_catalog.gen_random_uuid(), heartbeat_at = NULL,"                                       \
-	"         holder_pid = pg_catalog.pg_backend_pid(), updated_at = pg_catalog.now()"                                 \
-	"   WHERE j.id = ANY (ARRAY("                                                                                      \
-	"     SELECT id FROM pqrun.job_live"                                                                               \
-	"      WHERE status = 'READY' AND NOT delayed " filter "      ORDER BY priority DESC, id"                         \
-	"      LIMIT $2 FOR UPDATE SKIP LOCKED))"                                                                          \
+	"         holder_pid = pg_catalog.pg_backend_pid(), updated_at = " at                                             \
+	"   WHERE j.id = ANY (ARRAY(" candidates "))"                                                                      \
 	"  RETURNING j.*)"                                                                                                 \
 	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"
+
+#define PICK(filter)                                                                                                   \
+	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
+	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter              \
+	      " ORDER BY (-(priority::bigint)), id"                                                                        \
+	      " LIMIT $2 FOR UPDATE SKIP LOCKED", "$7")
 
 /* Move the job_live rows in CTE `gone` to job_done as status $3 with outcome
  * $4 (kept only if the job was running), error $5 (NULL keeps the last one)
@@ -54,7 +60,8 @@ struct StmtDef {
 	"     dedupe_key, fifo_key, depends_on, outcome, last_error, result, payload)"                                     \
 	"  SELECT id, $3::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds,"                           \
 	"     CASE WHEN status = 'RUNNING' THEN"                                                                           \
-	"       LEAST(pg_catalog.date_part('epoch', pg_catalog.now() - locked_at) * 1000, 2147483647)::int END,"          \
+	"       LEAST(GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() - locked_at), 0) * 1000, 2147483647)::int"\
+	"     END,"                                                                                                        \
 	"     run_after, locked_at, pg_catalog.now(), created_at, pg_catalog.now(), lease_token, queue, job_type,"        \
 	"     locked_by, dedupe_key, fifo_key, depends_on, CASE WHEN status = 'RUNNING' THEN $4 END,"                     \
 	"     COALESCE($5, last_error), $6, payload"                                                                       \
@@ -68,7 +75,7 @@ const StmtDef kStmts[] = {
 	 " VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"
 	 "   $7, $8, $9, $10, $11, $12)"
 	 " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO UPDATE SET updated_at = EXCLUDED.updated_at"
-	 " RETURNING j.id, j.xmax::text = '0'",
+	 " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text",
 	 12,
 	 {TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID,
 	  JSONBOID}},
@@ -83,7 +90,8 @@ const StmtDef kStmts[] = {
 	/* Locks the unfinished dependencies so none can finish while the dependent
 	 * is being written, and flags them so finishing them looks for dependents. */
 	{Stmt::kLockLiveDeps, "lock live deps",
-	 "UPDATE pqrun.job_live SET has_dependents = true WHERE id = ANY ($1) RETURNING id", 1, {INT8ARRAYOID}},
+	 "UPDATE pqrun.job_live SET has_dependents = true WHERE id = ANY ($1) RETURNING id, priority, status::text", 1,
+	 {INT8ARRAYOID}},
 	{Stmt::kFinishedDeps, "finished deps", "SELECT id, status::text FROM pqrun.job_done WHERE id = ANY ($1)", 1,
 	 {INT8ARRAYOID}},
 	{Stmt::kInsertEdges, "insert edges",
@@ -96,21 +104,35 @@ const StmtDef kStmts[] = {
 	{Stmt::kPromoteDue, "promote due",
 	 "UPDATE pqrun.job_live j SET delayed = false"
 	 " WHERE j.id = ANY (ARRAY(SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= $1"
-	 "   ORDER BY run_after LIMIT 1000 FOR UPDATE SKIP LOCKED))"
-	 " RETURNING j.queue, j.job_type",
-	 1, {TIMESTAMPTZOID}},
+	 "   AND ($2::text[] IS NULL OR job_type = ANY ($2)) AND ($3::text[] IS NULL OR queue = ANY ($3))"
+	 "   ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED))"
+	 " RETURNING j.queue, j.job_type, j.priority, j.id",
+	 4, {TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID, INT4OID}},
 	{Stmt::kReadyExists, "ready exists",
 	 "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
 	 "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2)))",
 	 3, {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
 	{Stmt::kNextDelayed, "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}},
-	{Stmt::kPick, "pick", PICK(""), 4, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
-	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), 4,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
-	{Stmt::kPickQueues, "pick by queue", PICK("AND queue = ANY ($4)"), 4,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
-	{Stmt::kPickTypesQueues, "pick by type and queue", PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), 4,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID}},
+	{Stmt::kPick, "pick", PICK(""), 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), 7,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kPickQueues, "pick by queue", PICK("AND queue = ANY ($4)"), 7,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kPickTypesQueues, "pick by type and queue", PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), 7,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	/* Delayed jobs that fell due and no maintenance round has promoted yet
+	 * ($5: the clock), claimed directly when no promoted job is left. */
+	{Stmt::kPickDue, "pick due",
+	 CLAIM("SELECT id FROM pqrun.job_live"
+	       " WHERE delayed AND run_after <= $5"
+	       "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) AND ($4::text[] IS NULL OR queue = ANY ($4))"
+	       " ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED", "$5"),
+	 5, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
+	/* The true first pickup key, for the maintenance round's hint backstop. */
+	{Stmt::kPickHead, "pick head",
+	 "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed"
+	 " ORDER BY (-(priority::bigint)), id LIMIT 1",
+	 0, {}},
 	{Stmt::kFinishRunning, "finish running",
 	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
 	 "   AND ($2::uuid IS NULL OR lease_token = $2) AND ($7 OR fifo_key IS NULL) RETURNING *)" FINISH_FROM_GONE,
@@ -133,7 +155,7 @@ const StmtDef kStmts[] = {
 	 " UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
 	 "   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"
 	 "   holder_pid = NULL, updated_at = pg_catalog.now()"
-	 " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, delayed, run_after",
+	 " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after",
 	 4, {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}},
 	{Stmt::kHeartbeat, "heartbeat",
 	 "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(),"
@@ -160,7 +182,7 @@ const StmtDef kStmts[] = {
 	 "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
 	 "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
 	 "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
-	 " RETURNING j.queue, j.job_type, j.delayed, j.run_after",
+	 " RETURNING j.queue, j.job_type, j.priority, j.id, j.delayed, j.run_after",
 	 1, {INT8OID}},
 	{Stmt::kFifoHead, "fifo head", "SELECT id FROM pqrun.job_live WHERE fifo_key = $1 ORDER BY id LIMIT 1", 1,
 	 {TEXTOID}},
@@ -185,7 +207,7 @@ const StmtDef kStmts[] = {
 	 "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
 	 " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
 	 "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-	 " FROM gone RETURNING queue, job_type",
+ " FROM gone RETURNING queue, job_type, priority, id",
 	 2, {INT8OID, TEXTOID}},
 	{Stmt::kDedupeHolder, "dedupe holder",
 	 "SELECT l.id FROM pqrun.job_done d JOIN pqrun.job_live l ON l.dedupe_key = d.dedupe_key WHERE d.id = $1", 1,

@@ -25,6 +25,8 @@ enum class Stmt {
 	kPickTypes,
 	kPickQueues,
 	kPickTypesQueues,
+	kPickDue,
+	kPickHead,
 	kFinishRunning,
 	kFinishAny,
 	kLockRunning,

@@ -16,6 +16,7 @@ extern "C" {
 #include "common/hashfn.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 }
@@ -59,6 +60,37 @@ int npending = 0;
 bool overflow = false;       /* more pairs than tracked: wake everyone */
 TimestampTz earliest_delayed = 0;
 
+/* Smallest pickup keys this transaction made READY (lowered into the hint at
+ * COMMIT) and left READY while locking or claiming them (lowered at ABORT,
+ * and at COMMIT for rows it only held). */
+constexpr PickKey kNoKey{INT64_MAX, INT64_MAX};
+PickKey ready_key = kNoKey;
+PickKey held_key = kNoKey;
+PickKey claimed_key = kNoKey;
+
+bool
+Less(const PickKey &a, const PickKey &b)
+{
+	return a.neg_priority < b.neg_priority || (a.neg_priority == b.neg_priority && a.id < b.id);
+}
+
+void
+KeepMin(PickKey *into, PickKey key)
+{
+	if (Less(key, *into))
+		*into = key;
+}
+
+/* MySlot answers this database's slot; caller holds shared->lock. */
+shmem::DatabaseSlot *
+MySlot(shmem::SharedState *shared)
+{
+	for (shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
+			return &s;
+	return nullptr;
+}
+
 /* Queues already notified in this transaction (NOTIFY also deduplicates,
  * but this keeps batch enqueues from calling it per job). */
 uint32 notified[kMaxPending];
@@ -89,6 +121,15 @@ Reset()
 	nnotified = 0;
 	overflow = false;
 	earliest_delayed = 0;
+	ready_key = held_key = claimed_key = kNoKey;
+}
+
+void
+LowerHintTo(PickKey key)
+{
+	if (!Less(key, kNoKey))
+		return;
+	LowerHint(key);
 }
 
 /* WakeWaiters sets the latches of up to `count` matching, not yet woken
@@ -132,12 +173,25 @@ LowerNextDue()
 	WakeWaiters();
 }
 
+/* A rolled-back subtransaction makes its claims READY again right away. */
+void
+OnSubAbort()
+{
+	stats::OnSubAbort();
+	PickKey lowest = claimed_key;
+	KeepMin(&lowest, held_key);
+	LowerHintTo(lowest);
+}
+
 void
 OnXactEvent(XactEvent event, void *arg)
 {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
 		stats::OnCommit();
+		/* Lower the hint before waking anyone, so the woken look low enough. */
+		KeepMin(&ready_key, held_key);
+		LowerHintTo(ready_key);
 		if (npending > 0 || overflow)
 			WakeWaiters();
 		LowerNextDue();
@@ -145,7 +199,18 @@ OnXactEvent(XactEvent event, void *arg)
 		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
+		stats::OnAbort();
+		/* Claims and locks roll back: those rows are READY again. */
+		KeepMin(&claimed_key, held_key);
+		LowerHintTo(claimed_key);
+		Reset();
+		break;
 	case XACT_EVENT_PREPARE:
+		/* A prepared transaction commits or aborts elsewhere, later: keep
+		 * the hint from ever passing what it touched. */
+		KeepMin(&ready_key, held_key);
+		KeepMin(&ready_key, claimed_key);
+		LowerHintTo(ready_key);
 		stats::OnAbort();
 		Reset();
 		break;
@@ -175,11 +240,88 @@ FillFilter(ArrayType *array, uint32 *hashes, int *count)
 
 } // namespace
 
-void
-NoteReady(const char *queue, const char *job_type, int64 count)
+PickKey
+KeyOf(int32 priority, int64 id)
 {
-	if (count <= 0)
+	return PickKey{-static_cast<int64>(priority), id};
+}
+
+void
+NoteHeld(PickKey key)
+{
+	KeepMin(&held_key, key);
+}
+
+void
+NoteClaimed(PickKey key)
+{
+	KeepMin(&claimed_key, key);
+}
+
+bool
+ReadHint(PickKey *key, uint64 *gen)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	shmem::DatabaseSlot *slot = MySlot(shared);
+	if (slot) {
+		*gen = slot->hint_gen;
+		if (slot->hint_set)
+			*key = PickKey{slot->hint_neg_priority, slot->hint_id};
+	}
+	LWLockRelease(shared->lock);
+	/* What this transaction made READY is lowered into the hint only at
+	 * COMMIT, but it may pick it up itself before that. */
+	KeepMin(key, ready_key);
+	KeepMin(key, held_key);
+	return slot != nullptr;
+}
+
+void
+RaiseHint(uint64 gen, PickKey key)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
 		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shmem::DatabaseSlot *slot = MySlot(shared);
+	if (slot && slot->hint_gen == gen) {
+		PickKey current{slot->hint_neg_priority, slot->hint_id};
+		if (!slot->hint_set || Less(current, key)) {
+			slot->hint_neg_priority = key.neg_priority;
+			slot->hint_id = key.id;
+			slot->hint_set = true;
+		}
+	}
+	LWLockRelease(shared->lock);
+}
+
+void
+LowerHint(PickKey key)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shmem::DatabaseSlot *slot = MySlot(shared);
+	if (slot) {
+		slot->hint_gen++;
+		PickKey current{slot->hint_neg_priority, slot->hint_id};
+		if (slot->hint_set && Less(key, current)) {
+			slot->hint_neg_priority = key.neg_priority;
+			slot->hint_id = key.id;
+		}
+	}
+	LWLockRelease(shared->lock);
+}
+
+void
+NoteReady(const char *queue, const char *job_type, PickKey key)
+{
+	KeepMin(&ready_key, key);
+	const int64 count = 1;
 	uint32 queue_hash = Hash(queue);
 	bool seen = false;
 	for (int i = 0; i < nnotified && !seen; i++)
@@ -214,6 +356,14 @@ Register(ArrayType *job_types, ArrayType *queues)
 {
 	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
 		return false;
+	/* A FATAL exit (pg_terminate_backend, say) skips PG_FINALLY: leave the
+	 * table on process exit too, or the next backend with this PGPROC would
+	 * inherit a registration and swallow wake-ups meant for others. */
+	static bool exit_hook_installed = false;
+	if (!exit_hook_installed) {
+		before_shmem_exit([](int, Datum) { Unregister(); }, 0);
+		exit_hook_installed = true;
+	}
 	Waiter w{};
 	w.in_use = true;
 	w.dboid = MyDatabaseId;
@@ -287,7 +437,7 @@ InstallCallbacks()
 	RegisterSubXactCallback(
 		[](SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
 			if (event == SUBXACT_EVENT_ABORT_SUB)
-				GuardedEntry(stats::OnSubAbort);
+				GuardedEntry(OnSubAbort);
 		},
 		nullptr);
 }

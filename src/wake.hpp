@@ -13,9 +13,30 @@
 
 namespace pqrun::wake {
 
-/* NoteReady records that `count` jobs of (queue, job_type) became READY in
- * the current transaction. */
-void NoteReady(const char *queue, const char *job_type, int64 count);
+/* Pickup keys: the order of pickup, (-priority, id), ascending. */
+struct PickKey {
+	int64 neg_priority;
+	int64 id;
+};
+PickKey KeyOf(int32 priority, int64 id);
+
+/* NoteReady records that a job of (queue, job_type) with pickup key `key`
+ * became READY in the current transaction. */
+void NoteReady(const char *queue, const char *job_type, PickKey key);
+
+/* NoteHeld records a READY row this transaction locked without claiming it
+ * (pickups skip it meanwhile); NoteClaimed a row it claimed (READY again if
+ * the transaction rolls back). */
+void NoteHeld(PickKey key);
+void NoteClaimed(PickKey key);
+
+/* The pickup hint of this database: pickups start at *key, and no READY job
+ * has a smaller key. ReadHint leaves *key alone while no hint is set, and
+ * answers false when the database has no shared state at all. RaiseHint moves it up to `key` after an unfiltered pickup
+ * that began with generation `gen`, unless a job became READY since. */
+bool ReadHint(PickKey *key, uint64 *gen);
+void RaiseHint(uint64 gen, PickKey key);
+void LowerHint(PickKey key);
 
 /* NoteDelayed records that a job becomes runnable at `run_after` with no
  * further event, so waiters can time their next look. */
