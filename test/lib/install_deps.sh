@@ -8,11 +8,14 @@
 set -euo pipefail
 
 packages=(postgresql-15 postgresql-server-dev-15 postgresql-client-15 postgresql-15-pgtap
-	libtap-parser-sourcehandler-pgtap-perl g++ make)
+	libtap-parser-sourcehandler-pgtap-perl g++ make
+	postgresql-15-cron pgbouncer python3-psycopg nodejs)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# nodejs from other sources carries npm; Debian's does not.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ ${#missing[@]} = 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

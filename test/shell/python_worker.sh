@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# test/shell/python_worker.sh — the Python worker of examples/python against
+# the test cluster (PGHOST/PGPORT/PGUSER exported, pqrun preloaded): jobs of
+# each kind are enqueued, the CLI worker runs them with 3 loops, and the
+# outcomes are checked in pqrun.jobs and pqrun.job_attempts: results of
+# successful jobs, retries with tracebacks, terminal failures, a handler
+# chain that commits (or rolls back) with its job, heartbeats that keep a job
+# longer than its timeout alive, and a graceful shutdown on SIGTERM that
+# finishes one in-flight job and releases another.
+#
+# Needs psycopg 3 (Debian: python3-psycopg). Takes about 30 s, at most ~70 s.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+: "${PGHOST:?PGHOST must point at the test cluster}" "${PGPORT:?}" "${PGUSER:?}"
+
+py=
+for candidate in ${PQRUN_PYTHON:-} python3 /usr/bin/python3; do
+	if "$candidate" -c 'import psycopg' 2>/dev/null; then
+		py=$candidate
+		break
+	fi
+done
+if [ -z "$py" ]; then
+	echo "FAIL: no python3 that can 'import psycopg' (psycopg 3); on Debian: apt-get install python3-psycopg"
+	exit 1
+fi
+echo "-- python: $py, psycopg $("$py" -c 'import psycopg; print(psycopg.__version__)')"
+
+db=pqrun_python_worker
+work=$(mktemp -d /tmp/pqrun-python.XXXXXX)
+log=$work/worker.log
+worker=
+probe=
+failures=0
+
+cleanup() {
+	[ -n "$worker" ] && kill -KILL "$worker" 2>/dev/null
+	[ -n "$probe" ] && kill -KILL "$probe" 2>/dev/null
+	dropdb --if-exists --force "$db" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+q() { psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
+fail() {
+	echo "FAIL: $*"
+	failures=$((failures + 1))
+}
+# check WHAT SQL EXPECTED: one assertion, printed as it runs.
+check() {
+	local got
+	got=$(q "$2" 2>&1)
+	if [ "$got" = "$3" ]; then echo "ok: $1"; else fail "$1: [$2] gave [$got], expected [$3]"; fi
+}
+# wait_for SQL EXPECTED SECONDS: poll until SQL answers EXPECTED; 1 on timeout.
+wait_for() {
+	local got= deadline=$((SECONDS + $3))
+	while [ $SECONDS -le $deadline ]; do
+		got=$(q "$1" 2>/dev/null)
+		[ "$got" = "$2" ] && return 0
+		sleep 0.2
+	done
+	echo "   waited $3 s for [$1] = [$2], last answer [$got]"
+	return 1
+}
+# await_exit PID SECONDS: wait up to SECONDS for the process to exit; sets rc
+# to its exit status, or kills it and sets rc=124.
+await_exit() {
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -KILL "$1"
+		wait "$1" 2>/dev/null
+		rc=124
+	else
+		wait "$1"
+		rc=$?
+	fi
+}
+# job LABEL: the id of the job whose payload has that label.
+job() { echo "(SELECT id FROM pqrun.jobs WHERE payload->>'label' = '$1')"; }
+
+dropdb --if-exists --force "$db" 2>/dev/null
+createdb "$db" || exit 1
+q "CREATE EXTENSION pqrun" >/dev/null || exit 1
+# Retries come back after 1 s instead of the default minute (new sessions only).
+q "ALTER DATABASE $db SET pqrun.backoff = '1s'" >/dev/null
+
+echo "-- enqueue jobs of every kind"
+q "SELECT pqrun.enqueue('greet', '{\"label\": \"greet-ada\", \"name\": \"ada\"}'),
+          pqrun.enqueue('greet', '{\"label\": \"greet-bob\", \"name\": \"bob\"}'),
+          pqrun.enqueue('shout', '{\"label\": \"shout\", \"text\": \"async\"}'),
+          pqrun.enqueue('flaky', '{\"label\": \"flaky-twice\", \"fail_times\": 2}'),
+          pqrun.enqueue('flaky', '{\"label\": \"flaky-exhausted\", \"fail_times\": 99}', max_attempts => 2),
+          pqrun.enqueue('flaky', '{\"label\": \"flaky-later\", \"fail_times\": 99, \"retry_after\": 3600}'),
+          pqrun.enqueue('validate', '{\"label\": \"terminal\", \"email\": \"not-an-address\"}'),
+          pqrun.enqueue('validate', jsonb_build_object('label', 'terminal-huge', 'email', repeat('x', 20000))),
+          pqrun.enqueue('summarize', '{\"label\": \"chain\", \"conversation_id\": 1}'),
+          pqrun.enqueue('summarize', '{\"label\": \"chain-fails\", \"conversation_id\": 2, \"fail\": true}', max_attempts => 1),
+          pqrun.enqueue('slow', '{\"label\": \"slow-heartbeats\", \"seconds\": 4}', timeout_seconds => 2)" >/dev/null || exit 1
+
+echo "-- start the worker: 3 loops, heartbeats every 0.5 s, grace period 3 s"
+cd "$repo/examples/python" || exit 1
+start=$SECONDS
+export PYTHONDONTWRITEBYTECODE=1
+"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 3 --queues default \
+	--heartbeat-interval 0.5 --grace-period 3 --log-level DEBUG >"$log" 2>&1 &
+worker=$!
+cd - >/dev/null
+
+# Every job but flaky-later (waiting an hour for its retry) reaches its end state.
+expected="chain=DONE/1 chain-fails=FAILED/1 flaky-exhausted=FAILED/2 flaky-later=READY/1 flaky-twice=DONE/3 greet-ada=DONE/1 greet-bob=DONE/1 shout=DONE/1 slow-heartbeats=DONE/1 terminal=FAILED/1 terminal-huge=FAILED/1"
+summary="SELECT string_agg(payload->>'label' || '=' || status || '/' || attempts, ' ' ORDER BY payload->>'label') FROM pqrun.jobs WHERE payload ? 'label'"
+wait_for "$summary" "$expected" 30 || fail "the jobs did not reach their expected states"
+echo "   outcomes after $((SECONDS - start)) s: $(q "$summary")"
+kill -0 "$worker" 2>/dev/null || fail "the worker exited early"
+
+echo "-- successes are DONE with the handler's result"
+check "greet result" "SELECT result->>'greeting' FROM pqrun.jobs WHERE id = $(job greet-ada)" "hello, ada"
+check "async handler result" "SELECT result::text FROM pqrun.jobs WHERE id = $(job shout)" '{"text": "ASYNC"}'
+check "duration recorded" "SELECT duration_ms IS NOT NULL AND finished_at IS NOT NULL FROM pqrun.jobs WHERE id = $(job greet-bob)" t
+
+echo "-- retryable failures are retried (pqrun.backoff = 1s) with the traceback kept"
+check "fails twice, then DONE on attempt 3" \
+	"SELECT status || ' ' || attempts || ' ' || (result->>'succeeded_on_attempt') FROM pqrun.jobs WHERE id = $(job flaky-twice)" "DONE 3 3"
+check "its attempts: retry, retry, done" \
+	"SELECT string_agg(outcome, ',' ORDER BY attempt) FROM pqrun.job_attempts WHERE job_id = $(job flaky-twice)" "retry,retry,done"
+check "the retries' errors are tracebacks" \
+	"SELECT count(*) FROM pqrun.job_attempts WHERE job_id = $(job flaky-twice) AND outcome = 'retry'
+	   AND error LIKE 'Traceback (most recent call last):%' AND error LIKE '%ConnectionError: simulated outage on attempt _%'" 2
+check "out of attempts: FAILED with the last traceback" \
+	"SELECT status || ' ' || attempts || ' ' || (last_error LIKE 'Traceback%ConnectionError: simulated outage on attempt 2%')
+	   FROM pqrun.jobs WHERE id = $(job flaky-exhausted)" "FAILED 2 true"
+check "RetryLater(after=3600): READY, attempts 1, an hour away, traceback kept" \
+	"SELECT status || ' ' || attempts || ' ' || (run_after > now() + interval '50 minutes') || ' '
+	        || (last_error LIKE 'Traceback%RetryLater: simulated outage on attempt 1%')
+	   FROM pqrun.jobs WHERE id = $(job flaky-later)" "READY 1 true true"
+
+echo "-- terminal failures are FAILED at once"
+check "TerminalError: FAILED after 1 of 5 attempts" \
+	"SELECT status || ' ' || attempts || '/' || max_attempts || ' ' || (last_error LIKE '%TerminalError: invalid email address: ''not-an-address''%')
+	   FROM pqrun.jobs WHERE id = $(job terminal)" "FAILED 1/5 true"
+check "a 20,000-character traceback is cut to its last 10,000 characters" \
+	"SELECT length(last_error) || ' ' || (last_error LIKE '...%xxx''' || chr(10)) FROM pqrun.jobs WHERE id = $(job terminal-huge)" "10000 true"
+
+echo "-- the handler chain: the follow-up commits with its job, or not at all"
+check "summarize is DONE and names its follow-up" \
+	"SELECT status || ' ' || ((result->>'embed_job')::bigint = e.id) FROM pqrun.jobs s,
+	        (SELECT id FROM pqrun.jobs WHERE job_type = 'embed' AND payload->>'conversation_id' = '1') e
+	  WHERE s.id = $(job chain)" "DONE true"
+check "the follow-up embed job ran: DONE with its result" \
+	"SELECT string_agg(status || ' ' || (result->>'summary_id' = payload->>'summary_id') || ' ' || (result->>'dimensions'), ',')
+	   FROM pqrun.jobs WHERE job_type = 'embed' AND payload->>'conversation_id' = '1'" "DONE true 768"
+check "a handler that fails after enqueueing leaves no follow-up" \
+	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'embed' AND payload->>'conversation_id' = '2'" 0
+
+echo "-- heartbeats keep a 4 s job with timeout_seconds 2 alive"
+check "the slow job ran once, was never reaped" \
+	"SELECT string_agg(outcome, ',' ORDER BY attempt) FROM pqrun.job_attempts WHERE job_id = $(job slow-heartbeats)" "done"
+check "it ran longer than its timeout" \
+	"SELECT duration_ms >= 3900 AND timeout_seconds = 2 AND result->>'lease_lost' = 'false' FROM pqrun.jobs WHERE id = $(job slow-heartbeats)" t
+beats=$(grep -c "job $(q "SELECT $(job slow-heartbeats)") heartbeat" "$log")
+if [ "$beats" -ge 4 ]; then echo "ok: $beats heartbeats sent"; else fail "expected at least 4 heartbeats for the slow job, the log shows $beats"; fi
+
+echo "-- a job claimed by a long-poll pickup that had already waited 4 s"
+# A second worker serves queue 'probe' alone, so its single loop has been
+# idle inside pickup(wait => '10 s') since it started; the job comes 4 s
+# into that wait, with a timeout (2 s) shorter than the wait so far.
+cd "$repo/examples/python" || exit 1
+"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --queues probe --poll-wait 10 \
+	--heartbeat-interval 0.5 --grace-period 1 --log-level DEBUG >"$work/probe.log" 2>&1 &
+probe=$!
+cd - >/dev/null
+sleep 4
+q "SELECT pqrun.enqueue('slow', '{\"label\": \"after-long-poll\", \"seconds\": 2}', timeout_seconds => 2, queue => 'probe')" >/dev/null
+wait_for "SELECT status FROM pqrun.jobs WHERE id = $(job after-long-poll)" DONE 10 || true
+kill -TERM $probe
+await_exit $probe 5
+probe=
+[ $rc = 0 ] || fail "the probe worker exited with $rc"
+check "it ran once, was not reaped, and its duration is its run time (locked_at is the claim time, not when the wait began)" \
+	"SELECT status || ' ' || attempts || ' ' || (SELECT string_agg(outcome, ',' ORDER BY attempt) FROM pqrun.job_attempts WHERE job_id = j.id)
+	        || ' ' || (duration_ms BETWEEN 1900 AND 3000) FROM pqrun.jobs j WHERE id = $(job after-long-poll)" "DONE 1 done true"
+
+echo "-- graceful shutdown: SIGTERM finishes a short job, releases a long one, picks up nothing new"
+q "SELECT pqrun.enqueue('slow', '{\"label\": \"finishes-in-grace\", \"seconds\": 1.5}'),
+          pqrun.enqueue('slow', '{\"label\": \"outlives-grace\", \"seconds\": 60}')" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 2 5 || fail "the two slow jobs did not start"
+kill -TERM "$worker"
+term_at=$SECONDS
+sleep 0.5
+q "SELECT pqrun.enqueue('greet', '{\"label\": \"after-sigterm\"}')" >/dev/null
+await_exit "$worker" 10
+worker=
+elapsed=$((SECONDS - term_at))
+if [ $rc = 0 ] && [ $elapsed -le 6 ]; then
+	echo "ok: the worker exited 0, ${elapsed} s after SIGTERM (grace period 3 s)"
+elif [ $rc = 124 ]; then
+	fail "the worker still ran 10 s after SIGTERM"
+else
+	fail "the worker exited with $rc, ${elapsed} s after SIGTERM"
+fi
+check "the job that fits the grace period finished DONE" \
+	"SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $(job finishes-in-grace)" "DONE 1"
+check "the job that outlives it is READY again at once, not left RUNNING" \
+	"SELECT status || ' ' || attempts || ' ' || (run_after <= now()) || ' ' || (last_error LIKE 'released: worker % shut down before the job finished%')
+	   FROM pqrun.jobs WHERE id = $(job outlives-grace)" "READY 1 true true"
+check "its attempt is recorded as a retry" \
+	"SELECT string_agg(outcome, ',') FROM pqrun.job_attempts WHERE job_id = $(job outlives-grace)" "retry"
+check "nothing was picked up after SIGTERM" \
+	"SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $(job after-sigterm)" "READY 0"
+check "no job is left RUNNING" "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 0
+
+if [ $failures != 0 ]; then
+	echo "-- worker log (last 60 lines)"
+	grep -v " heartbeat after " "$log" | tail -n 60
+	echo "python_worker: $failures check(s) failed"
+	exit 1
+fi
+echo "python_worker: all checks passed"
