@@ -16,7 +16,7 @@ DATA_built = sql/pqrun--$(EXTVERSION).sql
 
 REGRESS      = setup enqueue pickup lifecycle dependencies fifo operate schedule validation drop
 REGRESS_OPTS = --inputdir=.
-ISOLATION      = pickup_race dedupe_race pickup_vs_reap done_vs_cancel error_vs_dependents schedule_race
+ISOLATION      = pickup_race dedupe_race pickup_vs_reap done_vs_cancel error_vs_dependents schedule_race notify
 ISOLATION_OPTS = --inputdir=test/isolation
 
 PG_CONFIG ?= pg_config

@@ -623,6 +623,29 @@ SleepMs(bool registered, TimestampTz deadline)
 	return ms < 0 ? 0 : ms;
 }
 
+/* ClaimBeforeWaiting is ClaimOnce for a pickup that may wait next: in an
+ * internal subtransaction, rolled back when it claimed nothing. A locking
+ * scan in READ COMMITTED can lock the newest version of a row that another
+ * worker just claimed and then pass it over; that lock would otherwise be
+ * held for the whole wait and block the winner's mark_done. */
+uint64
+ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+                   bool waited)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(context);
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+	if (n > 0)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+	return n;
+}
+
 } // namespace
 
 uint64
@@ -634,29 +657,29 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	Datum values[7] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
 	                   PointerGetDatum(queues), Datum(0), Datum(0), Datum(0)};
 	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
-	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, false, wait_ms > 0);
-	if (n > 0 || wait_ms <= 0)
-		return n;
+	if (wait_ms <= 0)
+		return ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
 
 	/* Long poll: sleep on our latch until a commit makes a matching job
-	 * runnable (wake.cpp), a delayed job falls due, or the wait ends. */
+	 * runnable (wake.cpp), a delayed job falls due, or the wait ends.
+	 * Registered before the first look, so a commit during it wakes us. */
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	bool registered = wake::Register(job_types, queues);
 	volatile uint64 claimed = 0;
 	PG_TRY();
 	{
-		for (;;) {
+		for (bool waited = false;; waited = true) {
+			if (registered)
+				wake::PrepareCheck();
+			claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
+			if (claimed > 0)
+				break;
 			long sleep_ms = SleepMs(registered, deadline);
 			if (sleep_ms <= 0)
 				break;
 			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
-			if (registered)
-				wake::PrepareCheck();
-			claimed = ClaimOnce(stmt, values, nulls, out, out_desc, true, true);
-			if (claimed > 0)
-				break;
 		}
 	}
 	PG_FINALLY();

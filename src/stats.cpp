@@ -72,6 +72,12 @@ Delta deltas[kMaxDeltas];
 int ndeltas = 0;
 bool invalidate = false; /* stored counts may be wrong after this transaction */
 
+/* Changes noted so far, and that number when each open subtransaction
+ * began, to tell whether a rolled-back subtransaction noted anything. */
+constexpr int kMaxNesting = 64;
+uint64 changes = 0;
+uint64 changes_at_start[kMaxNesting];
+
 void
 CopyName(char *dest, const char *name)
 {
@@ -88,6 +94,7 @@ DeltaFor(const char *queue, const char *job_type)
 	char q[kNameLen], t[kNameLen];
 	CopyName(q, queue);
 	CopyName(t, job_type);
+	changes++;
 	for (int i = 0; i < ndeltas; i++)
 		if (memcmp(deltas[i].queue, q, kNameLen) == 0 && memcmp(deltas[i].job_type, t, kNameLen) == 0)
 			return &deltas[i];
@@ -318,11 +325,20 @@ OnAbort()
 }
 
 void
+OnSubStart()
+{
+	int level = GetCurrentTransactionNestLevel();
+	if (level < kMaxNesting)
+		changes_at_start[level] = changes;
+}
+
+void
 OnSubAbort()
 {
-	/* What the subtransaction noted cannot be told apart from the rest:
-	 * have the stored counts rebuilt on the next read. */
-	if (ndeltas > 0)
+	/* What a subtransaction noted cannot be told apart from the rest: if it
+	 * noted anything, have the stored counts rebuilt on the next read. */
+	int level = GetCurrentTransactionNestLevel();
+	if (level >= kMaxNesting || changes_at_start[level] != changes)
 		invalidate = true;
 }
 

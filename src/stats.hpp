@@ -30,6 +30,7 @@ bool ParseFinished(const char *status, Finished *out);
 
 void OnCommit();
 void OnAbort();
+void OnSubStart();
 void OnSubAbort();
 
 /* ResetDatabase marks this database's counters as exact zeros (a fresh

@@ -178,6 +178,8 @@ void
 OnSubAbort()
 {
 	stats::OnSubAbort();
+	/* PostgreSQL drops the subtransaction's NOTIFYs: send them again. */
+	nnotified = 0;
 	PickKey lowest = claimed_key;
 	KeepMin(&lowest, held_key);
 	LowerHintTo(lowest);
@@ -436,7 +438,9 @@ InstallCallbacks()
 	                     nullptr);
 	RegisterSubXactCallback(
 		[](SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
-			if (event == SUBXACT_EVENT_ABORT_SUB)
+			if (event == SUBXACT_EVENT_START_SUB)
+				GuardedEntry(stats::OnSubStart);
+			else if (event == SUBXACT_EVENT_ABORT_SUB)
 				GuardedEntry(OnSubAbort);
 		},
 		nullptr);

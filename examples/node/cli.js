@@ -1,0 +1,69 @@
+#!/usr/bin/env node
+'use strict';
+// node cli.js --handlers ./handlers.js [--concurrency 3] [--queues a,b] [--wait '5 s']
+//             [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--verbose]
+//
+// Connects with the usual PG* environment variables (PGHOST, PGPORT, PGUSER,
+// PGDATABASE, PGPASSWORD). SIGTERM or SIGINT: graceful shutdown, exit 0; a
+// second signal ends the grace period at once.
+
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+const { Worker } = require('./worker');
+
+const usage = `usage: node cli.js --handlers FILE [--concurrency N] [--queues q1,q2] [--wait INTERVAL]
+                   [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--verbose]`;
+
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      handlers: { type: 'string' },
+      concurrency: { type: 'string', default: '1' },
+      queues: { type: 'string' },
+      wait: { type: 'string', default: '5 s' },
+      'heartbeat-ms': { type: 'string' },
+      'grace-ms': { type: 'string', default: '10000' },
+      'worker-id': { type: 'string' },
+      verbose: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  }));
+} catch (err) {
+  console.error(`${err.message}\n${usage}`);
+  process.exit(2);
+}
+if (values.help || !values.handlers) {
+  console.error(usage);
+  process.exit(values.help ? 0 : 2);
+}
+
+const int = (name) => {
+  const n = Number(values[name]);
+  if (!Number.isInteger(n) || n < 0) {
+    console.error(`--${name} must be a non-negative integer\n${usage}`);
+    process.exit(2);
+  }
+  return n;
+};
+
+const worker = new Worker({
+  handlers: require(path.resolve(values.handlers)),
+  concurrency: Math.max(1, int('concurrency')),
+  queues: values.queues ? values.queues.split(',') : null,
+  wait: values.wait,
+  heartbeatMs: values['heartbeat-ms'] === undefined ? null : int('heartbeat-ms'),
+  graceMs: int('grace-ms'),
+  workerId: values['worker-id'],
+  verbose: values.verbose,
+});
+
+let signals = 0;
+const shutdown = (signal) => {
+  signals += 1;
+  worker.stop(signals > 1 ? { graceMs: 0 } : undefined).then(() => process.exit(0));
+};
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);
+
+worker.start();

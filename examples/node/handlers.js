@@ -1,0 +1,51 @@
+'use strict';
+// Example handlers: one per job_type. A handler gets the job row (id,
+// payload, attempts, timeout_seconds, ...) and a context, and returns the
+// job's result (any JSON value) or throws.
+
+const { setTimeout: sleep } = require('node:timers/promises');
+const { TerminalError } = require('./worker');
+
+module.exports = {
+  // Success: the returned value is stored as the job's result.
+  async greet(job) {
+    return { greeting: `hello ${job.payload.name ?? 'world'}` };
+  },
+
+  // Retryable failure: fails until attempt `succeed_on_attempt` (default 3).
+  // pqrun retries it after the pqrun.backoff delay for that attempt, and
+  // fails it for good when max_attempts is used up.
+  async flaky(job) {
+    const want = job.payload.succeed_on_attempt ?? 3;
+    if (job.attempts < want) throw new Error(`flaky: attempt ${job.attempts} fails, ${want} will succeed`);
+    return { succeeded_on_attempt: job.attempts };
+  },
+
+  // Terminal failure: retrying cannot help, the job goes to FAILED at once.
+  async poison(job) {
+    throw new TerminalError(`cannot process payload ${JSON.stringify(job.payload)}`);
+  },
+
+  // A long job. The worker heartbeats while it runs (a quarter of
+  // timeout_seconds by default), so pqrun does not reap it as stale. It
+  // stops early when ctx.signal aborts (lease lost, or shutdown grace over).
+  async slow(job, ctx) {
+    const seconds = job.payload.seconds ?? 4;
+    await sleep(seconds * 1000, undefined, { signal: ctx.signal });
+    return { slept: seconds };
+  },
+
+  // A chain: the follow-up 'embed' job is enqueued in the transaction that
+  // marks this job done, so both happen or neither does (if the lease was
+  // lost meanwhile, the follow-up is rolled back with the mark_done).
+  async summarize(job, ctx) {
+    if (job.payload.delay_ms) await sleep(job.payload.delay_ms, undefined, { signal: ctx.signal });
+    const summary = String(job.payload.text ?? '').split(/\s+/).slice(0, 5).join(' ');
+    ctx.enqueue('embed', { source_job: job.id, summary });
+    return { summary };
+  },
+
+  async embed(job) {
+    return { source_job: job.payload.source_job, dimensions: job.payload.summary.length };
+  },
+};

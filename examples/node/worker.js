@@ -1,0 +1,350 @@
+'use strict';
+// A pqrun worker for Node.js on the pg package.
+//
+//   const { Worker, TerminalError } = require('./worker');
+//   const worker = new Worker({ handlers: { send_email: async (job, ctx) => ({ sent: true }) }, concurrency: 3 });
+//   worker.start();
+//   process.on('SIGTERM', () => worker.stop().then(() => process.exit(0)));
+//
+// Each of the `concurrency` loops has its own pg.Client and repeats: a
+// long-poll pickup of one job of the registered types, the handler (with a
+// heartbeat timer while it runs), then mark_done or mark_error. All calls
+// pass the job's lease_token, so a job that was reaped, rescued or cancelled
+// meanwhile cannot be finished twice: pqrun answers SQLSTATE 55000 instead.
+
+const net = require('node:net');
+const os = require('node:os');
+const pg = require('pg');
+
+const MAX_ERROR_CHARS = 10000; // what pqrun keeps of last_error
+const LEASE_LOST = new Set(['55000', 'P0002']); // not RUNNING / lease mismatch, unknown job
+const GRACE_OVER = Symbol('grace over');
+
+const PICKUP = 'SELECT * FROM pqrun.pickup($1, $2, $3, 1, $4::interval)';
+const HEARTBEAT = 'SELECT pqrun.heartbeat($1, $2)';
+const MARK_DONE = 'SELECT pqrun.mark_done($1, $2::jsonb, $3)';
+const MARK_ERROR = 'SELECT pqrun.mark_error($1, $2, $3, $4, $5::interval) AS status';
+const ENQUEUE = 'SELECT id FROM pqrun.enqueue_batch($1::jsonb) AS id';
+
+// A handler throws TerminalError for an error that retrying cannot fix: the
+// job goes to FAILED at once. Any other error is retried after pqrun's
+// backoff for the attempt, or after `retryAfter` (seconds or an interval
+// such as '30 s') when the error has one, as RetryLater does.
+class TerminalError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = 'TerminalError';
+  }
+}
+
+class RetryLater extends Error {
+  constructor(message, { after, ...options } = {}) {
+    super(message, options);
+    this.name = 'RetryLater';
+    this.retryAfter = typeof after === 'number' ? `${after} s` : after;
+  }
+}
+
+function errorText(err) {
+  const text = err instanceof Error ? err.stack || String(err) : String(err);
+  return text.length > MAX_ERROR_CHARS ? text.slice(0, MAX_ERROR_CHARS) : text;
+}
+
+function defaultLog(level, message, fields = {}) {
+  const kv = Object.entries(fields)
+    .map(([k, v]) => `${k}=${typeof v === 'string' && !/\s/.test(v) ? v : JSON.stringify(v)}`)
+    .join(' ');
+  process.stderr.write(`${new Date().toISOString()} ${level} ${message}${kv ? ' ' + kv : ''}\n`);
+}
+
+// cancelRequest asks the server (or the pooler in front of it) to cancel the
+// statement a client is running: the protocol's CancelRequest on a fresh
+// connection, as libpq's PQcancel does. Like libpq it then waits for the
+// other side to close the connection (the promise resolves then, or after
+// 5 s): PgBouncer 1.18 (Debian 12) crashes when a cancel connection goes
+// away before it has forwarded the request (pgbouncer/pgbouncer#801).
+function cancelRequest(client) {
+  if (!client?.processID) return Promise.resolve();
+  return new Promise((resolve) => {
+    const socket = client.host && client.host.startsWith('/')
+      ? net.connect(`${client.host}/.s.PGSQL.${client.port}`)
+      : net.connect(client.port, client.host);
+    socket.setTimeout(5000, () => socket.destroy());
+    socket.on('error', () => {});
+    socket.on('close', resolve);
+    socket.on('end', () => socket.end());
+    socket.on('connect', () => {
+      const msg = Buffer.alloc(16);
+      msg.writeInt32BE(16, 0);
+      msg.writeInt32BE(80877102, 4);
+      msg.writeInt32BE(client.processID, 8);
+      msg.writeInt32BE(client.secretKey, 12);
+      socket.write(msg);
+    });
+  });
+}
+
+class Worker {
+  // options:
+  //   handlers     { job_type: async (job, ctx) => result }; or use register()
+  //   concurrency  loops, each with its own connection (1)
+  //   queues       array of queue names, null for any (null)
+  //   wait         long-poll wait of one pickup ('5 s')
+  //   heartbeatMs  heartbeat period; default a quarter of the job's
+  //                timeout_seconds, or 60 s for jobs without one
+  //   graceMs      on stop(), how long in-flight jobs may finish (10 s)
+  //   workerId     prefix of the worker_id given to pickup (node-<host>-<pid>)
+  //   connection   pg.Client config; {} reads PGHOST, PGPORT, PGUSER, PGDATABASE...
+  //   log          (level, message, fields) => void; verbose: log heartbeats too
+  constructor(options = {}) {
+    this.handlers = new Map();
+    for (const [type, fn] of Object.entries(options.handlers || {})) this.register(type, fn);
+    this.concurrency = options.concurrency ?? 1;
+    this.queues = options.queues?.length ? options.queues : null;
+    this.wait = options.wait ?? '5 s';
+    this.heartbeatMs = options.heartbeatMs ?? null;
+    this.graceMs = options.graceMs ?? 10000;
+    this.workerId = options.workerId ?? `node-${os.hostname()}-${process.pid}`;
+    this.connection = options.connection ?? {};
+    this.log = options.log ?? defaultLog;
+    this.verbose = options.verbose ?? false;
+    this.stopping = false;
+    this.slots = [];
+    this.loops = null;
+    this.stopped = null;
+    this.graceEnded = false;
+    this.wakeOnStop = new Set(); // resolvers of sleeps cut short by stop()
+    this.wakeOnGraceEnd = new Set(); // resolvers of in-flight jobs' grace races
+    this.endGrace = () => {
+      this.graceEnded = true;
+      for (const wake of this.wakeOnGraceEnd) wake(GRACE_OVER);
+    };
+  }
+
+  register(jobType, handler) {
+    if (typeof handler !== 'function') throw new TypeError(`handler for ${jobType} is not a function`);
+    this.handlers.set(jobType, handler);
+    return this;
+  }
+
+  start() {
+    if (this.loops) throw new Error('worker already started');
+    if (this.handlers.size === 0) throw new Error('no handlers registered');
+    this.slots = Array.from({ length: this.concurrency }, (_, i) => ({
+      workerId: this.concurrency > 1 ? `${this.workerId}-${i + 1}` : this.workerId,
+      client: null,
+      picking: false,
+      job: null,
+    }));
+    this.loops = Promise.all(this.slots.map((slot) => this.#loop(slot)));
+    this.log('info', 'worker started', {
+      worker: this.workerId, concurrency: this.concurrency, types: [...this.handlers.keys()].join(','),
+    });
+    return this;
+  }
+
+  // stop: pick up nothing more (waiting pickups are cancelled), give
+  // in-flight jobs graceMs to finish, then release the rest for another
+  // worker with mark_error(..., retry_after => '0'). Resolves when every
+  // connection is closed. A second call with { graceMs: 0 } ends the grace
+  // period at once.
+  stop({ graceMs = this.graceMs } = {}) {
+    if (graceMs === 0) this.endGrace();
+    if (this.stopped) return this.stopped;
+    this.stopping = true;
+    for (const wake of this.wakeOnStop) wake();
+    const running = this.slots.filter((s) => s.job).length;
+    this.log('info', 'worker stopping', { in_flight: running, grace_ms: graceMs });
+    const grace = setTimeout(this.endGrace, graceMs);
+    const cancels = [];
+    const cancel = () => {
+      for (const slot of this.slots) if (slot.picking) cancels.push(cancelRequest(slot.client));
+    };
+    cancel();
+    const recancel = setInterval(cancel, 1000); // a cancel that raced the pickup's start
+    this.stopped = (this.loops ?? Promise.resolve()).then(async () => {
+      clearTimeout(grace);
+      clearInterval(recancel);
+      await Promise.all(cancels); // let the server or pooler close them first
+      this.log('info', 'worker stopped', { worker: this.workerId });
+    });
+    return this.stopped;
+  }
+
+  // Sleep ms, or less when stop() is called meanwhile.
+  #sleepUnlessStopping(ms) {
+    if (this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakeOnStop.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeOnStop.add(done);
+    });
+  }
+
+  // The handler's outcome, or GRACE_OVER if the shutdown grace period ends
+  // first (the handler then keeps running detached; its outcome is ignored).
+  async #outcomeWithinGrace(handled) {
+    if (this.graceEnded) return GRACE_OVER;
+    let wake;
+    const graceOver = new Promise((resolve) => this.wakeOnGraceEnd.add((wake = resolve)));
+    try {
+      return await Promise.race([handled, graceOver]);
+    } finally {
+      this.wakeOnGraceEnd.delete(wake);
+    }
+  }
+
+  async #connect() {
+    const client = new pg.Client({ application_name: 'pqrun-worker', ...this.connection });
+    client.on('error', (err) => this.log('warn', 'connection error', { error: err.message }));
+    await client.connect();
+    return client;
+  }
+
+  async #loop(slot) {
+    while (!this.stopping) {
+      try {
+        slot.client ??= await this.#connect();
+        const job = await this.#pickup(slot);
+        if (job) await this.#run(slot, job);
+      } catch (err) {
+        this.log('error', 'worker loop error, reconnecting', { worker: slot.workerId, error: err.message });
+        const broken = slot.client;
+        slot.client = null;
+        if (broken) await broken.end().catch(() => {});
+        await this.#sleepUnlessStopping(1000);
+      }
+    }
+    if (slot.client) await slot.client.end().catch(() => {});
+    slot.client = null;
+  }
+
+  async #pickup(slot) {
+    slot.picking = true;
+    try {
+      const { rows } = await slot.client.query(PICKUP, [slot.workerId, [...this.handlers.keys()], this.queues, this.wait]);
+      return rows[0] ?? null;
+    } catch (err) {
+      if (err.code === '57014' && this.stopping) return null; // our own cancel at shutdown
+      throw err;
+    } finally {
+      slot.picking = false;
+    }
+  }
+
+  async #run(slot, job) {
+    const started = Date.now();
+    const abort = new AbortController();
+    const steps = []; // run in the transaction that marks the job done
+    const run = { job, lost: false, beat: null };
+    slot.job = run;
+    const fields = { job: job.id, type: job.job_type, attempt: job.attempts, worker: slot.workerId };
+    this.log('info', 'picked', fields);
+
+    const heartbeat = () => {
+      // one heartbeat at a time; a lost lease aborts ctx.signal
+      run.beat ??= slot.client.query(HEARTBEAT, [job.id, job.lease_token]).then(
+        () => {
+          if (this.verbose) this.log('debug', 'heartbeat', fields);
+        },
+        (err) => {
+          if (LEASE_LOST.has(err.code)) {
+            run.lost = true;
+            abort.abort(new Error(`lease lost: ${err.message}`));
+          }
+          throw err;
+        },
+      ).finally(() => (run.beat = null));
+      return run.beat;
+    };
+    const ctx = {
+      job,
+      workerId: slot.workerId,
+      signal: abort.signal, // aborted when the lease is lost or the shutdown grace period ends
+      heartbeat,
+      // enqueue a follow-up job in the same transaction as this job's mark_done
+      enqueue: (jobType, payload = {}, options = {}) => {
+        steps.push((c) => c.query(ENQUEUE, [JSON.stringify([{ ...options, job_type: jobType, payload }])]));
+      },
+      // run fn(client) in that transaction too (your own writes)
+      inTransaction: (fn) => steps.push(fn),
+    };
+
+    const every = this.heartbeatMs ?? (job.timeout_seconds ? job.timeout_seconds * 250 : 60000);
+    const timer = every > 0 ? setInterval(() => heartbeat().catch((err) => {
+      this.log(run.lost ? 'warn' : 'error', run.lost ? 'lease lost' : 'heartbeat failed', { ...fields, error: err.message });
+    }), every) : null;
+
+    let outcome;
+    try {
+      const handler = this.handlers.get(job.job_type);
+      const handled = Promise.resolve()
+        .then(() => handler(job, ctx))
+        .then((result) => ({ ok: true, result }), (err) => ({ ok: false, err }));
+      outcome = await this.#outcomeWithinGrace(handled);
+    } finally {
+      if (timer) clearInterval(timer);
+      await run.beat?.catch(() => {});
+    }
+    try {
+      const ms = Date.now() - started;
+      if (outcome === GRACE_OVER) {
+        abort.abort(new Error('worker shutting down'));
+        const status = await this.#markError(slot, job, 'released: the worker shut down before the job finished', false, '0');
+        this.log('warn', 'released', { ...fields, status, ms });
+      } else if (run.lost) {
+        this.log('warn', 'lease lost, outcome dropped', { ...fields, ms });
+      } else if (outcome.ok) {
+        if (await this.#markDone(slot, job, outcome.result, steps)) this.log('info', 'done', { ...fields, ms });
+      } else {
+        const { err } = outcome;
+        const terminal = err instanceof TerminalError || err?.terminal === true;
+        const status = await this.#markError(slot, job, errorText(err), terminal, err?.retryAfter ?? null);
+        this.log('warn', 'failed', { ...fields, status, terminal, error: err?.message ?? String(err), ms });
+      }
+    } finally {
+      slot.job = null;
+    }
+  }
+
+  // BEGIN, the handler's follow-up enqueues and writes, mark_done, COMMIT:
+  // all of them or none. Returns false when the lease was lost meanwhile.
+  async #markDone(slot, job, result, steps) {
+    const c = slot.client;
+    await c.query('BEGIN');
+    try {
+      for (const step of steps) await step(c);
+      await c.query(MARK_DONE, [job.id, result === undefined ? null : JSON.stringify(result), job.lease_token]);
+      await c.query('COMMIT');
+      return true;
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => {});
+      if (LEASE_LOST.has(err.code)) {
+        this.log('warn', 'lease lost, result and follow-ups rolled back', { job: job.id, error: err.message });
+        return false;
+      }
+      if (!err.code || err.code.startsWith('08')) throw err; // the connection: let the loop reconnect
+      // a follow-up or the handler's own write failed: the job failed
+      const status = await this.#markError(slot, job, errorText(err), false, null);
+      this.log('warn', 'failed in the finishing transaction', { job: job.id, status, error: err.message });
+      return false;
+    }
+  }
+
+  async #markError(slot, job, text, terminal, retryAfter) {
+    try {
+      const { rows } = await slot.client.query(MARK_ERROR, [job.id, text, terminal, job.lease_token, retryAfter]);
+      return rows[0].status;
+    } catch (err) {
+      if (!LEASE_LOST.has(err.code)) throw err;
+      this.log('warn', 'lease lost, error not recorded', { job: job.id, error: err.message });
+      return 'lease lost';
+    }
+  }
+}
+
+module.exports = { Worker, TerminalError, RetryLater };

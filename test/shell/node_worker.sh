@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# test/shell/node_worker.sh — the Node.js example worker (examples/node) on the
+# real test cluster.
+#
+# Runs against an already running server with pqrun preloaded (test/run.sh
+# exports PGHOST, PGPORT and PGUSER), in a database of its own that it creates
+# and drops, with pqrun.backoff = '1s' so that retries come back quickly.
+# Needs node (18 or later) and npm; installs the example's locked
+# dependencies with `npm ci` when examples/node/node_modules is missing.
+#
+# Enqueues one job of each kind, runs `node cli.js --concurrency 3` in the
+# background and checks: results of successful jobs, a job failing twice then
+# succeeding (DONE, attempts 3, two 'retry' attempts), a retryable failure out
+# of attempts (FAILED), a terminal error (FAILED at once, stack in
+# last_error), a chain (the follow-up enqueued in the transaction that marks
+# the job done runs; a chain whose lease was lost leaves no follow-up), a slow
+# job (timeout_seconds => 2, runs 4 s, heartbeats every 0.5 s) that is not
+# reaped; then SIGTERM: a short in-flight job finishes within the grace
+# period, a long one is released to READY, the waiting pickups are cancelled
+# and the process exits 0 within the grace period plus 2 s. Bounded: about
+# 20 s, every wait has a limit.
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+example=$repo/examples/node
+export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+db=pqrun_node_$$
+tmp=$(mktemp -d /tmp/pqrun-node.XXXXXX)
+worker_pid=
+reaper_pid=
+
+cleanup() {
+	[ -n "$worker_pid" ] && kill -KILL "$worker_pid" 2>/dev/null
+	[ -n "$reaper_pid" ] && kill "$reaper_pid" 2>/dev/null
+	if ! dropdb --if-exists "$db" 2>/dev/null; then
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+violations=0
+q() { psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+now_ms() { date +%s%3N; }
+
+# check NAME EXPECTED SQL: the query's single value must equal EXPECTED.
+check() {
+	local name=$1 expected=$2 got
+	got=$(q -c "$3" 2>&1)
+	if [ "$got" = "$expected" ]; then
+		echo "ok   $name ($got)"
+	else
+		echo "FAIL $name: expected [$expected], got [$got]"
+		violations=$((violations + 1))
+	fi
+}
+# assert NAME CONDITION...: a shell test.
+assert() {
+	local name=$1
+	shift
+	if "$@"; then
+		echo "ok   $name"
+	else
+		echo "FAIL $name"
+		violations=$((violations + 1))
+	fi
+}
+# wait_for SECONDS EXPECTED SQL: poll until SQL answers EXPECTED; false on timeout.
+wait_for() {
+	local deadline=$(($(now_ms) + $1 * 1000)) got=
+	while [ "$(now_ms)" -le $deadline ]; do
+		got=$(q -c "$3" 2>/dev/null)
+		[ "$got" = "$2" ] && return 0
+		sleep 0.1
+	done
+	echo "     waited $1 s for [$3] = [$2], last answer [$got]"
+	return 1
+}
+die() {
+	echo "FAIL $*"
+	[ -f "$tmp/worker.log" ] && tail -n 30 "$tmp/worker.log"
+	exit 1
+}
+
+echo "== setup"
+command -v node >/dev/null || die "node is not installed (Debian: apt-get install nodejs npm)"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 18 ] || die "node $(node --version) is too old, the example needs 18 or later"
+if [ ! -d "$example/node_modules/pg" ]; then
+	command -v npm >/dev/null || die "npm is not installed (Debian: apt-get install npm)"
+	echo "     npm ci in examples/node"
+	(cd "$example" && npm ci --no-audit --no-fund) >"$tmp/npm.log" 2>&1 || { cat "$tmp/npm.log"; die "npm ci failed"; }
+fi
+echo "     node $(node --version), pg $(node -p "require('$example/node_modules/pg/package.json').version")"
+createdb "$db" || die "createdb $db"
+q -c "CREATE EXTENSION pqrun" -c "ALTER DATABASE $db SET pqrun.backoff = '1s'" >/dev/null || die "setup of $db"
+
+echo "== enqueue one job of each kind"
+enqueue() { q -c "SELECT pqrun.enqueue($1)"; }
+greet=$(enqueue "'greet', '{\"name\": \"ada\"}'")
+flaky=$(enqueue "'flaky', '{\"succeed_on_attempt\": 3}', max_attempts => 5")
+exhausted=$(enqueue "'flaky', '{\"succeed_on_attempt\": 99}', max_attempts => 2")
+poison=$(enqueue "'poison', '{\"bad\": true}'")
+slow=$(enqueue "'slow', '{\"seconds\": 4}', timeout_seconds => 2")
+chain=$(enqueue "'summarize', '{\"text\": \"pqrun keeps the job queue inside PostgreSQL itself\"}'")
+fenced=$(enqueue "'summarize', '{\"text\": \"never embedded\", \"delay_ms\": 3000}'")
+echo "     greet=$greet flaky=$flaky exhausted=$exhausted poison=$poison slow=$slow chain=$chain fenced=$fenced"
+
+echo "== run the worker: node cli.js --handlers ./handlers.js --concurrency 3"
+# --wait '10 s': a pickup that the shutdown failed to cancel would hold the
+# exit back past the bound checked below (or pick up the released job).
+(cd "$example" && PGDATABASE=$db exec node cli.js --handlers ./handlers.js --concurrency 3 \
+	--wait '10 s' --grace-ms 3000 --verbose) >"$tmp/worker.log" 2>&1 &
+worker_pid=$!
+t0=$(now_ms)
+# Reap stale jobs every 0.3 s meanwhile, so that the slow job's check does
+# not depend on the background workers' 1 s rounds: without heartbeats it
+# would be reaped 2 s after its pickup.
+for _ in $(seq 1 150); do echo "SELECT pqrun.reap_stale(); SELECT pg_sleep(0.3);"; done |
+	psql -X -q -d "$db" >/dev/null 2>&1 &
+reaper_pid=$!
+
+# The fenced chain: cancel it while its handler runs, so its mark_done (and
+# the follow-up enqueued in the same transaction) fails on the lease.
+wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = $fenced" || die "job $fenced never ran"
+q -c "SELECT pqrun.cancel($fenced, 'cancelled while running')" >/dev/null
+
+wait_for 45 0 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($greet, $flaky, $exhausted, $poison, $slow, $chain)
+	AND status NOT IN ('DONE', 'FAILED')" || die "the jobs did not finish"
+wait_for 10 DONE "SELECT status FROM pqrun.jobs WHERE job_type = 'embed' AND payload->>'source_job' = '$chain'" ||
+	die "the follow-up of job $chain did not finish"
+wait_for 10 1 "SELECT count(*) FROM pqrun.jobs WHERE id = $fenced AND status = 'CANCELLED'" || die "job $fenced"
+kill -0 "$worker_pid" 2>/dev/null || die "the worker exited"
+kill "$reaper_pid" 2>/dev/null
+reaper_pid=
+echo "     all finished after $(($(now_ms) - t0)) ms"
+
+echo "== outcomes"
+check "success: DONE with the handler's result" 'DONE|1|hello ada' \
+	"SELECT status || '|' || attempts || '|' || (result->>'greeting') FROM pqrun.jobs WHERE id = $greet"
+check "retried: failed twice, then DONE with attempts 3" 'DONE|3|3' \
+	"SELECT status || '|' || attempts || '|' || (result->>'succeeded_on_attempt') FROM pqrun.jobs WHERE id = $flaky"
+check "retried: attempts 1 and 2 ended 'retry' with the stack, 3 'done'" 'retry:stack,retry:stack,done:' \
+	"SELECT string_agg(outcome || ':' || CASE WHEN error LIKE E'Error: flaky: attempt%\n    at flaky (%handlers.js:%'
+	   THEN 'stack' ELSE '' END, ',' ORDER BY attempt)
+	   FROM pqrun.job_attempts WHERE job_id = $flaky"
+check "retryable error out of attempts: FAILED after 2" 'FAILED|2' \
+	"SELECT status || '|' || attempts FROM pqrun.jobs WHERE id = $exhausted"
+check "terminal error: FAILED after 1 attempt" 'FAILED|1' \
+	"SELECT status || '|' || attempts FROM pqrun.jobs WHERE id = $poison"
+check "terminal error: last_error is the stack" t \
+	"SELECT last_error LIKE E'TerminalError: cannot process payload%\n    at poison (%handlers.js:%' FROM pqrun.jobs WHERE id = $poison"
+check "chain: DONE with its result" 'DONE|pqrun keeps the job queue' \
+	"SELECT status || '|' || (result->>'summary') FROM pqrun.jobs WHERE id = $chain"
+check "chain: one follow-up, DONE, with the result of the embed handler" "1|DONE|$chain" \
+	"SELECT count(*) || '|' || min(status::text) || '|' || min(result->>'source_job') FROM pqrun.jobs
+	  WHERE job_type = 'embed' AND payload->>'source_job' = '$chain'"
+check "chain whose lease was lost: CANCELLED, its follow-up rolled back" 'CANCELLED|0' \
+	"SELECT status || '|' || (SELECT count(*) FROM pqrun.jobs WHERE job_type = 'embed' AND payload->>'source_job' = '$fenced')
+	   FROM pqrun.jobs WHERE id = $fenced"
+assert "chain whose lease was lost: the worker logged it" grep -q "lease lost.* job=$fenced " "$tmp/worker.log"
+check "slow job (timeout 2 s, ran 4 s): DONE after one attempt, never reaped" 'DONE|1|done' \
+	"SELECT j.status || '|' || j.attempts || '|' || string_agg(a.outcome, ',')
+	   FROM pqrun.jobs j JOIN pqrun.job_attempts a ON a.job_id = j.id WHERE j.id = $slow GROUP BY j.status, j.attempts"
+check "slow job: ran about 4 s" t "SELECT duration_ms BETWEEN 3900 AND 6000 FROM pqrun.jobs WHERE id = $slow"
+beats=$(grep -c "heartbeat job=$slow " "$tmp/worker.log")
+assert "slow job: heartbeats every 0.5 s ($beats sent)" [ "$beats" -ge 6 ]
+check "every job was picked by one of the worker's 3 loops" 0 \
+	"SELECT count(*) FROM pqrun.job_attempts WHERE worker_id !~ '^node-.*-[123]\$'"
+
+echo "== graceful shutdown (SIGTERM, grace period 3 s)"
+short=$(enqueue "'slow', '{\"seconds\": 1.5}'")
+long=$(enqueue "'slow', '{\"seconds\": 60}'")
+wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($short, $long) AND status = 'RUNNING'" ||
+	die "jobs $short and $long did not start"
+sleep 0.3
+t1=$(now_ms)
+kill -TERM "$worker_pid"
+exited=
+rc=
+while [ $(($(now_ms) - t1)) -lt 15000 ]; do
+	if ! kill -0 "$worker_pid" 2>/dev/null; then
+		wait "$worker_pid"
+		rc=$?
+		exited=$(($(now_ms) - t1))
+		worker_pid=
+		break
+	fi
+	sleep 0.05
+done
+[ -n "$exited" ] || die "the worker did not exit within 15 s of SIGTERM"
+echo "     exited $exited ms after SIGTERM with status $rc"
+assert "the worker exits with status 0" [ "$rc" = 0 ]
+assert "the worker exits within the grace period plus 2 s ($exited ms)" [ "$exited" -le 5000 ]
+assert "the worker waited for the grace period ($exited ms)" [ "$exited" -ge 2800 ]
+check "the short in-flight job finished during the grace period" 'DONE|1' \
+	"SELECT status || '|' || attempts FROM pqrun.jobs WHERE id = $short"
+check "the long in-flight job was released to READY, attempts 1, runnable now" 'READY|1|true' \
+	"SELECT status || '|' || attempts || '|' || (run_after <= now()) FROM pqrun.jobs WHERE id = $long"
+check "its attempt ended 'retry' with the release message" 'retry|true' \
+	"SELECT outcome || '|' || (error LIKE 'released:%') FROM pqrun.job_attempts WHERE job_id = $long"
+check "nothing is left RUNNING" 0 "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'"
+check "the worker's connections are closed" 0 \
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-worker'"
+assert "the worker logged the release" grep -q "released job=$long " "$tmp/worker.log"
+
+echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
+if [ $violations != 0 ]; then
+	echo "--- worker log (last 40 lines)"
+	tail -n 40 "$tmp/worker.log"
+fi
+[ $violations = 0 ]
