@@ -125,6 +125,14 @@ PgCall(Call &&call) -> decltype(call())
 	}
 }
 
+/* RaiseInvalid reports a bad argument value (SQLSTATE 22023). */
+[[noreturn]] inline void
+RaiseInvalid(const char *message)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", message)));
+	pg_unreachable();
+}
+
 } // namespace pqrun
 
 /* PQRUN_FUNCTION(pqrun_x) { ... } defines the SQL-callable pqrun_x with C

@@ -175,15 +175,23 @@ NoteRemoved(uint64 n)
 	return total;
 }
 
+/* JobState answers the status of job `job_id` (its row stays the last
+ * result: status, lease_token, fifo_key), raising P0002 for an unknown id. */
+char *
+JobState(int64 job_id)
+{
+	Datum values[1] = {Int64GetDatum(job_id)};
+	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
+	return ColText(0, 1);
+}
+
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
  * unknown id (P0002), not running or stale lease (55000). */
 void
 RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 {
-	Datum values[1] = {Int64GetDatum(job_id)};
-	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
-		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
-	char *status = ColText(0, 1);
+	char *status = JobState(job_id);
 	if (!IsStatus(status, "RUNNING"))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("job %lld is not running", (long long)job_id),
@@ -801,10 +809,7 @@ ReapStale(const Interval *default_stale_after)
 bool
 Cancel(int64 job_id, const char *reason)
 {
-	Datum values[1] = {Int64GetDatum(job_id)};
-	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
-		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
-	char *status = ColText(0, 1);
+	char *status = JobState(job_id);
 	if (IsStatus(status, "DONE") || IsStatus(status, "FAILED") || IsStatus(status, "CANCELLED"))
 		return false;
 	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? reason : "cancelled");
@@ -813,11 +818,9 @@ Cancel(int64 job_id, const char *reason)
 bool
 Retry(int64 job_id)
 {
-	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};
-	if (Exec(Stmt::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
-		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
-	char *status = ColText(0, 1);
+	char *status = JobState(job_id);
 	char *fifo_key = ColText(0, 3);
+	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};
 	if (!IsStatus(status, "FAILED") && !IsStatus(status, "CANCELLED"))
 		return false;
 	if (Exec(Stmt::kDedupeHolder, values, nullptr, SPI_OK_SELECT) > 0)

@@ -19,6 +19,7 @@
 #include "cron_zone.hpp"
 #include "guc.hpp"
 #include "queue.hpp"
+#include "spi_plans.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -26,86 +27,10 @@
 
 namespace pqrun::schedule {
 
+using spi::Exec;
+using spi::Stmt;
+
 namespace {
-
-/* ---- statements --------------------------------------------------------- */
-
-/* Same shape as spi_plans.cpp (lazily prepared, kept, schema-qualified,
- * parameters only); kept here because that file belongs to the queue. */
-enum class Stmt { kUpsert, kRemove, kDue, kFired, kSkipped, kCount };
-
-constexpr int kMaxArgs = 10;
-
-struct StmtDef {
-	Stmt stmt;
-	const char *name;
-	const char *sql;
-	int nargs;
-	Oid argtypes[kMaxArgs];
-};
-
-const StmtDef kStmts[] = {
-	/* Re-running schedule() with the same timing keeps next_run, so a deploy
-	 * script does not postpone the schedule; changed timing or a
-	 * re-activation starts from the first slot after now ($10). */
-	{Stmt::kUpsert, "upsert schedule",
-	 "INSERT INTO pqrun.periodic AS p (name, key, job_type, payload, priority, queue, cron, run_every, active,"
-	 "   next_run, created_at, updated_at)"
-	 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.now(), pg_catalog.now())"
-	 " ON CONFLICT (name, key) DO UPDATE SET job_type = EXCLUDED.job_type, payload = EXCLUDED.payload,"
-	 "   priority = EXCLUDED.priority, queue = EXCLUDED.queue, cron = EXCLUDED.cron,"
-	 "   run_every = EXCLUDED.run_every, active = EXCLUDED.active,"
-	 "   next_run = CASE WHEN p.cron IS DISTINCT FROM EXCLUDED.cron"
-	 "                     OR p.run_every IS DISTINCT FROM EXCLUDED.run_every"
-	 "                     OR (EXCLUDED.active AND NOT p.active)"
-	 "                   THEN EXCLUDED.next_run ELSE p.next_run END,"
-	 "   updated_at = pg_catalog.now()",
-	 10,
-	 {TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID, BOOLOID, TIMESTAMPTZOID}},
-	{Stmt::kRemove, "remove schedule", "DELETE FROM pqrun.periodic WHERE name = $1 AND key = $2", 2,
-	 {TEXTOID, TEXTOID}},
-	/* One due row at a time: the caller's own updates move fired rows out of
-	 * reach, rows other schedulers hold are skipped, and only one payload is
-	 * in memory at once. */
-	{Stmt::kDue, "due schedule",
-	 "SELECT name, key, job_type, payload, priority, queue, cron, run_every, next_run FROM pqrun.periodic"
-	 " WHERE active AND next_run <= pg_catalog.now() ORDER BY next_run LIMIT 1 FOR UPDATE SKIP LOCKED",
-	 0, {}},
-	{Stmt::kFired, "schedule fired",
-	 "UPDATE pqrun.periodic SET last_run = next_run, last_job_id = $3, next_run = $4,"
-	 "   updated_at = pg_catalog.now() WHERE name = $1 AND key = $2",
-	 4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}},
-	{Stmt::kSkipped, "schedule skipped",
-	 "UPDATE pqrun.periodic SET next_run = $3, updated_at = pg_catalog.now() WHERE name = $1 AND key = $2", 3,
-	 {TEXTOID, TEXTOID, TIMESTAMPTZOID}},
-};
-
-static_assert(sizeof(kStmts) / sizeof(kStmts[0]) == static_cast<size_t>(Stmt::kCount),
-              "every Stmt needs exactly one definition");
-
-/* Kept plans of this backend, indexed by Stmt. */
-SPIPlanPtr plans[static_cast<int>(Stmt::kCount)];
-
-uint64
-Exec(Stmt stmt, Datum *values, const char *nulls, int expected_rc, long count = 0)
-{
-	int index = static_cast<int>(stmt);
-	const StmtDef &def = kStmts[index];
-	if (def.stmt != stmt)
-		elog(ERROR, "pqrun: statement table out of order at \"%s\"", def.name);
-	if (plans[index] == nullptr) {
-		SPIPlanPtr plan = SPI_prepare(def.sql, def.nargs, const_cast<Oid *>(def.argtypes));
-		if (plan == nullptr)
-			elog(ERROR, "pqrun: could not prepare \"%s\": %s", def.name, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "pqrun: could not keep plan \"%s\"", def.name);
-		plans[index] = plan;
-	}
-	int rc = SPI_execute_plan(plans[index], values, nulls, false, count);
-	if (rc != expected_rc)
-		elog(ERROR, "pqrun: statement \"%s\" failed: %s", def.name, SPI_result_code_string(rc));
-	return SPI_processed;
-}
 
 /* ---- cron parsing across the boundary ----------------------------------- */
 
@@ -297,7 +222,7 @@ Fire(const DueRow &row, TimestampTz next)
 	int64 job_id = queue::Enqueue(args, 0);
 
 	Datum values[4] = {row.name, row.key, Int64GetDatum(job_id), TimestampTzGetDatum(next)};
-	if (Exec(Stmt::kFired, values, nullptr, SPI_OK_UPDATE) != 1)
+	if (Exec(Stmt::kScheduleFired, values, nullptr, SPI_OK_UPDATE) != 1)
 		elog(ERROR, "pqrun: schedule %s vanished while it fired", row.label);
 }
 
@@ -358,7 +283,7 @@ FireOne(const DueRow &row, TimestampTz now)
 	                  edata->detail ? errdetail_internal("%s", edata->detail) : 0));
 	TimestampTz skip_to = have_next ? next : now + kRetryBrokenUs;
 	Datum values[3] = {row.name, row.key, TimestampTzGetDatum(skip_to)};
-	Exec(Stmt::kSkipped, values, nullptr, SPI_OK_UPDATE);
+	Exec(Stmt::kScheduleSkipped, values, nullptr, SPI_OK_UPDATE);
 	FreeErrorData(edata);
 	return false;
 }
@@ -495,14 +420,14 @@ Upsert(const ScheduleArgs &args)
 	char nulls[11] = "          ";
 	nulls[6] = args.isnull[kCron] ? 'n' : ' ';
 	nulls[7] = args.isnull[kRunEvery] ? 'n' : ' ';
-	Exec(Stmt::kUpsert, values, nulls, SPI_OK_INSERT);
+	Exec(Stmt::kScheduleUpsert, values, nulls, SPI_OK_INSERT);
 }
 
 bool
 Remove(Datum name, Datum key)
 {
 	Datum values[2] = {name, key};
-	return Exec(Stmt::kRemove, values, nullptr, SPI_OK_DELETE) > 0;
+	return Exec(Stmt::kScheduleRemove, values, nullptr, SPI_OK_DELETE) > 0;
 }
 
 int64
@@ -514,7 +439,7 @@ FireDue()
 	int64 fired = 0;
 	for (int i = 0; i < kFireBatch; i++) {
 		MemoryContextSwitchTo(fire_context);
-		if (Exec(Stmt::kDue, nullptr, nullptr, SPI_OK_SELECT) == 0)
+		if (Exec(Stmt::kScheduleDue, nullptr, nullptr, SPI_OK_SELECT) == 0)
 			break;
 		DueRow row = CopyDueRow();
 		SPI_freetuptable(SPI_tuptable);

@@ -261,6 +261,40 @@ const StmtDef kStmts[] = {
 	 "   NULL::float8"
 	 " FROM pqrun.job_done GROUP BY queue, job_type",
 	 0, {}},
+	/* ---- periodic schedules (schedule.cpp) ---- */
+	/* Re-running schedule() with the same timing keeps next_run, so a deploy
+	 * script does not postpone the schedule; changed timing or a
+	 * re-activation starts from the first slot after now ($10). */
+	{Stmt::kScheduleUpsert, "upsert schedule",
+	 "INSERT INTO pqrun.periodic AS p (name, key, job_type, payload, priority, queue, cron, run_every, active,"
+	 "   next_run, created_at, updated_at)"
+	 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.now(), pg_catalog.now())"
+	 " ON CONFLICT (name, key) DO UPDATE SET job_type = EXCLUDED.job_type, payload = EXCLUDED.payload,"
+	 "   priority = EXCLUDED.priority, queue = EXCLUDED.queue, cron = EXCLUDED.cron,"
+	 "   run_every = EXCLUDED.run_every, active = EXCLUDED.active,"
+	 "   next_run = CASE WHEN p.cron IS DISTINCT FROM EXCLUDED.cron"
+	 "                     OR p.run_every IS DISTINCT FROM EXCLUDED.run_every"
+	 "                     OR (EXCLUDED.active AND NOT p.active)"
+	 "                   THEN EXCLUDED.next_run ELSE p.next_run END,"
+	 "   updated_at = pg_catalog.now()",
+	 10,
+	 {TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, TEXTOID, TEXTOID, INTERVALOID, BOOLOID, TIMESTAMPTZOID}},
+	{Stmt::kScheduleRemove, "remove schedule", "DELETE FROM pqrun.periodic WHERE name = $1 AND key = $2", 2,
+	 {TEXTOID, TEXTOID}},
+	/* One due row at a time: the caller's own updates move fired rows out of
+	 * reach, rows other schedulers hold are skipped, and only one payload is
+	 * in memory at once. */
+	{Stmt::kScheduleDue, "due schedule",
+	 "SELECT name, key, job_type, payload, priority, queue, cron, run_every, next_run FROM pqrun.periodic"
+	 " WHERE active AND next_run <= pg_catalog.now() ORDER BY next_run LIMIT 1 FOR UPDATE SKIP LOCKED",
+	 0, {}},
+	{Stmt::kScheduleFired, "schedule fired",
+	 "UPDATE pqrun.periodic SET last_run = next_run, last_job_id = $3, next_run = $4,"
+	 "   updated_at = pg_catalog.now() WHERE name = $1 AND key = $2",
+	 4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kScheduleSkipped, "schedule skipped",
+	 "UPDATE pqrun.periodic SET next_run = $3, updated_at = pg_catalog.now() WHERE name = $1 AND key = $2", 3,
+	 {TEXTOID, TEXTOID, TIMESTAMPTZOID}},
 };
 
 static_assert(sizeof(kStmts) / sizeof(kStmts[0]) == static_cast<size_t>(Stmt::kCount),
@@ -292,6 +326,20 @@ PlanFor(Stmt stmt)
 }
 
 } // namespace
+
+void
+Connect()
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+}
+
+void
+Finish()
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "pqrun: SPI_finish failed");
+}
 
 uint64
 Exec(Stmt stmt, Datum *values, const char *nulls, int expected_rc, long count)

@@ -53,8 +53,17 @@ enum class Stmt {
 	kRetention,
 	kFinishedCounts,
 	kCountersFromTables,
+	kScheduleUpsert,
+	kScheduleRemove,
+	kScheduleDue,
+	kScheduleFired,
+	kScheduleSkipped,
 	kCount,
 };
+
+/* Connect and Finish pair SPI_connect/SPI_finish, raising on failure. */
+void Connect();
+void Finish();
 
 /* Exec runs `stmt` with `values`/`nulls` (nulls as in SPI: ' ' or 'n'),
  * raising an internal error unless SPI answers `expected_rc`. Returns

@@ -6,6 +6,7 @@
  */
 #include "batch_input.hpp"
 #include "boundary.hpp"
+#include "spi_plans.hpp"
 #include "queue.hpp"
 #include "shmem.hpp"
 #include "stats.hpp"
@@ -14,11 +15,6 @@ namespace {
 
 using namespace pqrun;
 
-void
-RaiseInvalid(const char *message)
-{
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", message)));
-}
 
 /* RequireArg rejects a NULL for an argument that has no meaning as NULL. */
 void
@@ -88,19 +84,8 @@ BeginSetResult(FunctionCallInfo fcinfo, Oid scalar_type)
 	return rsinfo;
 }
 
-void
-Connect()
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pqrun: SPI_connect failed");
-}
-
-void
-Finish()
-{
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "pqrun: SPI_finish failed");
-}
+using spi::Connect;
+using spi::Finish;
 
 } // namespace
 

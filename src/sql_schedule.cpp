@@ -6,6 +6,7 @@
  * arguments, calls schedule:: and packs the result, like sql_api.cpp.
  */
 #include "boundary.hpp"
+#include "spi_plans.hpp"
 #include "cron_zone.hpp"
 #include "schedule.hpp"
 
@@ -13,25 +14,9 @@ namespace {
 
 using namespace pqrun;
 
-void
-RaiseInvalid(const char *message)
-{
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", message)));
-}
 
-void
-Connect()
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pqrun: SPI_connect failed");
-}
-
-void
-Finish()
-{
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "pqrun: SPI_finish failed");
-}
+using spi::Connect;
+using spi::Finish;
 
 } // namespace
 
