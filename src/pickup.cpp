@@ -1,0 +1,220 @@
+/* src/pickup.cpp — claiming jobs: pickup, its long poll, and await_jobs.
+ *
+ * A pickup claims in pickup-key order (-priority, id) from the pickup hint
+ * on (wake.cpp), then due delayed jobs nobody promoted yet. A pickup that
+ * may wait registers as a waiter first, looks in subtransactions rolled back
+ * when empty, and sleeps on its latch until a commit, a due time or its
+ * deadline; await_jobs does the same without claiming and without holding a
+ * snapshot.
+ */
+#include "queue.hpp"
+#include "queue_internal.hpp"
+#include "spi_plans.hpp"
+#include "spi_rows.hpp"
+#include "stats.hpp"
+#include "wake.hpp"
+
+extern "C" {
+#include "utils/resowner.h"
+}
+
+namespace pqrun::queue {
+
+using namespace spi;
+
+namespace {
+
+/* AppendClaimed appends the n claimed rows of the last result (pqrun.jobs
+ * rows) to `out` and answers the pickup key of the last one. */
+wake::PickKey
+AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc)
+{
+	wake::PickKey last{INT64_MAX, INT64_MAX};
+	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
+	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
+	for (uint64 i = 0; i < n; i++) {
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
+		tuplestore_putvalues(out, out_desc, row_values, row_nulls);
+		/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at */
+		last = wake::KeyOf(DatumGetInt32(row_values[5]), DatumGetInt64(row_values[0]));
+		wake::NoteClaimed(last);
+		stats::PickedUp(TextDatumGetCString(row_values[1]), TextDatumGetCString(row_values[2]),
+		                (DatumGetTimestampTz(row_values[10]) - DatumGetTimestampTz(row_values[8])) / 1000);
+	}
+	return last;
+}
+
+/* ClaimOnce claims up to the batch size, appending the claimed rows to
+ * `out`. Claims made after waiting are stamped with the clock, others with
+ * now(). Only a pickup that will not wait promotes due delayed jobs first
+ * (so they take their place in priority order): rows a waiting pickup
+ * promoted without claiming would stay locked until its statement ends. */
+uint64
+ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+          bool will_wait)
+{
+	int32 batch_size = DatumGetInt32(values[1]);
+	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
+	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
+	if (!waited && !will_wait)
+		PromoteDue(job_types, queues, batch_size);
+	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
+	/* Start at the pickup hint, past the dead entries at the head of the
+	 * index that vacuum may not be allowed to remove yet. */
+	wake::PickKey start{INT64_MIN, INT64_MIN};
+	uint64 gen = 0;
+	bool hinted = wake::ReadHint(&start, &gen);
+	values[4] = Int64GetDatum(start.neg_priority);
+	values[5] = Int64GetDatum(start.id);
+	uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
+	wake::PickKey last = AppendClaimed(n, out, out_desc);
+	/* Everything an unfiltered pickup passed on its way to its last claim is
+	 * claimed, dead or held by someone whose rollback lowers the hint again. */
+	if (hinted && n > 0 && stmt == Stmt::kPick)
+		wake::RaiseHint(gen, last);
+
+	/* Nothing promoted left: take delayed jobs that fell due since the last
+	 * maintenance round. */
+	if (n < static_cast<uint64>(batch_size)) {
+		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
+		                       TimestampTzGetDatum(GetCurrentTimestamp())};
+		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
+		uint64 due = Exec(Stmt::kPickDue, due_values, due_nulls, SPI_OK_SELECT);
+		AppendClaimed(due, out, out_desc);
+		n += due;
+	}
+	return n;
+}
+
+/* SleepMs answers how long a waiter may sleep before it must look again:
+ * until the deadline, or the next delayed job's due time, or (without
+ * shared memory to be woken through) 50 ms. */
+long
+SleepMs(bool registered, TimestampTz deadline)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz until = deadline;
+	if (!registered) {
+		until = Min(deadline, TimestampTzPlusMilliseconds(now, 50));
+	} else {
+		TimestampTz due = wake::NextDue();
+		if (due != 0 && due <= now) {
+			/* Whatever was due has been promoted: learn the next one. */
+			due = 0;
+			if (Exec(Stmt::kNextDelayed, nullptr, nullptr, SPI_OK_SELECT) > 0) {
+				bool isnull;
+				Datum next = Col(0, 1, &isnull);
+				due = isnull ? 0 : DatumGetTimestampTz(next);
+			}
+			wake::SetNextDue(due);
+		}
+		if (due > now && due < until)
+			until = due;
+	}
+	long ms = (until - now + 999) / 1000;
+	return ms < 0 ? 0 : ms;
+}
+
+/* ClaimBeforeWaiting is ClaimOnce for a pickup that may wait next: in an
+ * internal subtransaction, rolled back when it claimed nothing. A locking
+ * scan in READ COMMITTED can lock the newest version of a row that another
+ * worker just claimed and then pass it over; that lock would otherwise be
+ * held for the whole wait and block the winner's mark_done. */
+uint64
+ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+                   bool waited)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(context);
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+	if (n > 0)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+	return n;
+}
+
+} // namespace
+
+uint64
+PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
+       Tuplestorestate *out, TupleDesc out_desc)
+{
+	Stmt stmt = job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
+	                      : (queues ? Stmt::kPickQueues : Stmt::kPick);
+	Datum values[7] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
+	                   PointerGetDatum(queues), Datum(0), Datum(0), Datum(0)};
+	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
+	if (wait_ms <= 0)
+		return ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
+
+	/* Long poll: sleep on our latch until a commit makes a matching job
+	 * runnable (wake.cpp), a delayed job falls due, or the wait ends.
+	 * Registered before the first look, so a commit during it wakes us. */
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	bool registered = wake::Register(job_types, queues);
+	volatile uint64 claimed = 0;
+	PG_TRY();
+	{
+		for (bool waited = false;; waited = true) {
+			if (registered)
+				wake::PrepareCheck();
+			claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
+			if (claimed > 0)
+				break;
+			long sleep_ms = SleepMs(registered, deadline);
+			if (sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		if (registered)
+			wake::Unregister();
+	}
+	PG_END_TRY();
+	return claimed;
+}
+
+bool
+AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	bool registered = wake::Register(job_types, queues);
+	volatile bool ready = false;
+	PG_TRY();
+	{
+		for (;;) {
+			if (registered)
+				wake::PrepareCheck();
+			Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
+			                   TimestampTzGetDatum(GetCurrentTimestamp())};
+			char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+			Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
+			ready = ColBool(0, 1);
+			long sleep_ms = ready ? 0 : SleepMs(registered, deadline);
+			SPI_commit();
+			if (ready || sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		if (registered)
+			wake::Unregister();
+	}
+	PG_END_TRY();
+	return ready;
+}
+
+} // namespace pqrun::queue
