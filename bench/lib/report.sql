@@ -1,0 +1,252 @@
+-- bench/lib/report.sql — the markdown report of a benchmark run, from table
+-- results (the run's CSV) in database bench_meta. Figures are medians over
+-- the rounds of each (system, workload, clients); every ratio compares
+-- medians of the same run. Run with psql -qtA; prints markdown.
+\set ON_ERROR_STOP on
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS rep CASCADE;
+CREATE SCHEMA rep;
+SET search_path = rep, public;
+
+CREATE VIEW rep.m AS
+	SELECT system, workload, clients,
+	       percentile_cont(0.5) WITHIN GROUP (ORDER BY jobs_per_s)::numeric AS rate,
+	       percentile_cont(0.5) WITHIN GROUP (ORDER BY p50_ms)::numeric AS p50,
+	       percentile_cont(0.5) WITHIN GROUP (ORDER BY p95_ms)::numeric AS p95,
+	       count(*) AS rounds,
+	       string_agg(notes, ' | ' ORDER BY round) AS notes
+	  FROM results GROUP BY system, workload, clients;
+
+-- rate of SYSTEM in WORKLOAD at CLIENTS (median over rounds)
+CREATE FUNCTION rep.r(s text, w text, c int) RETURNS numeric LANGUAGE sql STABLE
+AS $$ SELECT rate FROM m WHERE system = s AND workload = w AND clients = c $$;
+-- a rate, formatted
+CREATE FUNCTION rep.fr(x numeric) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE WHEN x IS NULL THEN '–' WHEN x >= 100 THEN round(x)::text ELSE round(x, 1)::text END $$;
+-- a ratio a/b, formatted, with a check mark when a target is given
+CREATE FUNCTION rep.fq(a numeric, b numeric, target numeric DEFAULT NULL) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE WHEN a IS NULL OR b IS NULL OR b = 0 THEN '–'
+                  ELSE to_char(a / b, 'FM9990.00') || CASE WHEN target IS NULL THEN ''
+                                                          WHEN a / b >= target THEN ' ✓' ELSE ' ✗' END END $$;
+-- latency p50 / p95 of SYSTEM in WORKLOAD at CLIENTS
+CREATE FUNCTION rep.fl(s text, w text, c int) RETURNS text LANGUAGE sql STABLE
+AS $$ SELECT coalesce((SELECT to_char(p50, 'FM9990.00') || ' / ' || to_char(p95, 'FM9990.00')
+                         FROM m WHERE system = s AND workload = w AND clients = c), '–') $$;
+-- a figure out of the notes ("name=value")
+CREATE FUNCTION rep.note(notes text, name text) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT substring(notes FROM name || '=([^;|]+)') $$;
+
+SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
+       count(*) FILTER (WHERE workload = 'W1') > 0 AS has_w1,
+       count(*) FILTER (WHERE workload = 'W1b') > 0 AS has_w1b,
+       count(*) FILTER (WHERE workload = 'W2') > 0 AS has_w2,
+       count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
+       count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
+       count(*) FILTER (WHERE workload = 'W5') > 0 AS has_w5,
+       count(*) FILTER (WHERE workload = 'E1') > 0 AS has_e1,
+       count(*) FILTER (WHERE workload = 'L1') > 0 AS has_l1,
+       count(*) FILTER (WHERE system = 'pgq') > 0 AS has_pgq
+  FROM results \gset
+
+-- ---- targets -----------------------------------------------------------------
+\echo '## Targets (worst client count)'
+\echo ''
+\echo '| target | measured | verdict |'
+\echo '|---|---|---|'
+WITH c AS (SELECT DISTINCT clients FROM results WHERE workload NOT IN ('W4', 'L1')),
+t(ord, target, value, pass) AS (
+	SELECT 1, 'W1 ≥ 2× baseline at every client count',
+	       min(r('pqrun', 'W1', clients) / nullif(r('baseline', 'W1', clients), 0)), 2.0 FROM c
+	UNION ALL
+	SELECT 2, 'W1 ≥ 70% of L0/2 at every client count',
+	       min(r('pqrun', 'W1', clients) / nullif(r('ceiling', 'L0', clients) / 2, 0)), 0.70 FROM c
+	UNION ALL
+	SELECT 3, 'W1b ≥ 3× baseline batch drain',
+	       min(r('pqrun', 'W1b', clients) / nullif(r('baseline', 'W1b', clients), 0)), 3.0 FROM c
+	UNION ALL
+	SELECT 4, 'W3 within 10% of W1 (W3/W1 ≥ 0.90)',
+	       min(r('pqrun', 'W3', clients) / nullif(r('pqrun', 'W1', clients), 0)), 0.90 FROM c
+	UNION ALL
+	SELECT 5, 'W4 no 30 s window below 90% of the first',
+	       (SELECT min(note(notes, 'min/first')::numeric) FROM results WHERE system = 'pqrun' AND workload = 'W4'), 0.90
+	UNION ALL
+	SELECT 6, 'W5 ≥ 80% of W2 throughput',
+	       min(r('pqrun', 'W5', clients) / nullif(r('pqrun', 'W2', clients), 0)), 0.80 FROM c
+	UNION ALL
+	SELECT 7, 'E1 ≥ 10× the per-job rate of single enqueues',
+	       min(r('pqrun', 'E1', clients) / nullif(r('pqrun', 'E1single', clients), 0)), 10.0 FROM c)
+SELECT format('| %s | %s | %s |', target,
+              CASE WHEN value IS NULL THEN 'not measured' ELSE to_char(value, 'FM9990.00') END,
+              CASE WHEN value IS NULL THEN '–' WHEN value >= pass THEN 'met' ELSE '**missed**' END)
+  FROM t ORDER BY ord;
+SELECT format('| L1 wake latency p95 < 2 ms | %s | %s |',
+              coalesce(to_char(max(p95), 'FM9990.000') || ' ms', 'not measured'),
+              CASE WHEN max(p95) IS NULL THEN '–' WHEN max(p95) < 2 THEN 'met' ELSE '**missed**' END)
+  FROM m WHERE system = 'pqrun' AND workload = 'L1';
+SELECT format('| exactly-once after every drain and steady run | %s of %s checked runs violated it | %s |',
+              count(*) FILTER (WHERE notes ~ 'VIOLATED'), count(*) FILTER (WHERE notes ~ 'exactly-once'),
+              CASE WHEN count(*) FILTER (WHERE notes ~ 'VIOLATED') = 0 THEN 'met' ELSE '**missed**' END)
+  FROM results;
+SELECT format('| every pgbench run without errors | %s of %s runs failed | %s |',
+              count(*) FILTER (WHERE notes ~ 'PGBENCH FAILED'), count(*),
+              CASE WHEN count(*) FILTER (WHERE notes ~ 'PGBENCH FAILED') = 0 THEN 'met' ELSE '**missed**' END)
+  FROM results;
+\echo ''
+\echo 'Jobs/s are jobs finished per second, counted in the database (for E1: jobs enqueued; for L0: commits). Latency is that of one worker step (one pgbench transaction: W1 pickup + mark_done, W1b pickup of 100 + 100 marks), p50 / p95 in ms. Ratios compare the medians of this run; ✓/✗ mark a target.'
+\echo ''
+
+-- ---- L0 ------------------------------------------------------------------------
+\if :has_l0
+\echo '## L0 commit ceiling (UPDATE of one random row per transaction)'
+\echo ''
+\echo '| clients | commits/s | L0/2 (W1 limit) | p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s |', clients, fr(rate), fr(rate / 2), fl(system, workload, clients))
+  FROM m WHERE workload = 'L0' ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W1 ------------------------------------------------------------------------
+\if :has_w1
+\echo '## W1 drain (pickup 1, mark_done, each its own transaction)'
+\echo ''
+\echo '| clients | pqrun jobs/s | baseline jobs/s | L0/2 | pqrun / baseline (≥ 2) | pqrun / (L0/2) (≥ 0.70) | baseline / (L0/2) | pqrun p50 / p95 ms | baseline p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W1', clients)), fr(r('baseline', 'W1', clients)), fr(r('ceiling', 'L0', clients) / 2),
+              fq(r('pqrun', 'W1', clients), r('baseline', 'W1', clients), 2.0),
+              fq(r('pqrun', 'W1', clients), r('ceiling', 'L0', clients) / 2, 0.70),
+              fq(r('baseline', 'W1', clients), r('ceiling', 'L0', clients) / 2),
+              fl('pqrun', 'W1', clients), fl('baseline', 'W1', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W1b -----------------------------------------------------------------------
+\if :has_w1b
+\echo '## W1b batch drain (pickup 100, mark all done, one transaction)'
+\echo ''
+\echo '| clients | pqrun jobs/s | baseline jobs/s | PgQ jobs/s | pqrun / baseline (≥ 3) | pqrun / PgQ | pqrun / W1 | pqrun p50 / p95 ms | baseline p50 / p95 ms | PgQ p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W1b', clients)), fr(r('baseline', 'W1b', clients)), fr(r('pgq', 'W1b', clients)),
+              fq(r('pqrun', 'W1b', clients), r('baseline', 'W1b', clients), 3.0),
+              fq(r('pqrun', 'W1b', clients), r('pgq', 'W1b', clients)),
+              fq(r('pqrun', 'W1b', clients), r('pqrun', 'W1', clients)),
+              fl('pqrun', 'W1b', clients), fl('baseline', 'W1b', clients), fl('pgq', 'W1b', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1b') c ORDER BY clients;
+\echo ''
+\echo 'A drain that empties the queue before the time is up is timed to its last finished job (see "drained after" in the CSV notes).'
+\echo ''
+\endif
+
+-- ---- W2 ------------------------------------------------------------------------
+\if :has_w2
+\echo '## W2 steady (half the clients enqueue one job per transaction, half consume)'
+\echo ''
+\echo '| clients | pqrun jobs/s | baseline jobs/s | pqrun / baseline | pqrun consumer p50 / p95 ms | baseline consumer p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W2', clients)), fr(r('baseline', 'W2', clients)),
+              fq(r('pqrun', 'W2', clients), r('baseline', 'W2', clients)),
+              fl('pqrun', 'W2', clients), fl('baseline', 'W2', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W2') c ORDER BY clients;
+\echo ''
+\echo 'With one client, that client enqueues and consumes in each step. The CSV notes give the ready backlog before and after: consumers need two commits per job, producers one, so with equal numbers the backlog grows.'
+\echo ''
+\endif
+
+-- ---- W3 ------------------------------------------------------------------------
+\if :has_w3
+\echo '## W3 deep backlog (W1 with the deep queue)'
+\echo ''
+\echo '| clients | pqrun jobs/s | pqrun W3 / W1 (≥ 0.90) | baseline jobs/s | baseline W3 / W1 | pqrun / baseline | pqrun p50 / p95 ms | baseline p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W3', clients)), fq(r('pqrun', 'W3', clients), r('pqrun', 'W1', clients), 0.90),
+              fr(r('baseline', 'W3', clients)), fq(r('baseline', 'W3', clients), r('baseline', 'W1', clients)),
+              fq(r('pqrun', 'W3', clients), r('baseline', 'W3', clients)),
+              fl('pqrun', 'W3', clients), fl('baseline', 'W3', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W3') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W4 ------------------------------------------------------------------------
+\if :has_w4
+\echo '## W4 soak (W2 for the soak time; completions per window)'
+\echo ''
+\echo '| system | clients | round | jobs/s | min window / first (≥ 0.90) | jobs/s per window | ready backlog | table=heap+indexes kB before | after |'
+\echo '|---|---:|---:|---:|---:|---|---|---|---|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s |', system, clients, round, fr(jobs_per_s),
+              note(notes, 'min/first'), note(notes, 'windows'), note(notes, 'backlog'),
+              substring(notes FROM 'sizes before: ([^;]+)'), substring(notes FROM 'sizes after: ([^;]+)'))
+  FROM results WHERE workload = 'W4' ORDER BY round, system;
+\echo ''
+\endif
+
+-- ---- W5 ------------------------------------------------------------------------
+\if :has_w5
+\echo '## W5 held horizon (W2 while a REPEATABLE READ transaction stays open)'
+\echo ''
+\echo '| clients | pqrun jobs/s | pqrun W5 / W2 (≥ 0.80) | baseline jobs/s | baseline W5 / W2 | pqrun / baseline | pqrun dead tuples | baseline dead tuples | pqrun jobs/s per window | baseline jobs/s per window |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|---|---|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W5', clients)), fq(r('pqrun', 'W5', clients), r('pqrun', 'W2', clients), 0.80),
+              fr(r('baseline', 'W5', clients)), fq(r('baseline', 'W5', clients), r('baseline', 'W2', clients)),
+              fq(r('pqrun', 'W5', clients), r('baseline', 'W5', clients)),
+              (SELECT note(notes, 'dead') FROM results x WHERE x.system = 'pqrun' AND x.workload = 'W5' AND x.clients = c.clients ORDER BY round DESC LIMIT 1),
+              (SELECT note(notes, 'dead') FROM results x WHERE x.system = 'baseline' AND x.workload = 'W5' AND x.clients = c.clients ORDER BY round DESC LIMIT 1),
+              (SELECT note(notes, 'windows') FROM results x WHERE x.system = 'pqrun' AND x.workload = 'W5' AND x.clients = c.clients ORDER BY round DESC LIMIT 1),
+              (SELECT note(notes, 'windows') FROM results x WHERE x.system = 'baseline' AND x.workload = 'W5' AND x.clients = c.clients ORDER BY round DESC LIMIT 1))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W5') c ORDER BY clients;
+\echo ''
+\echo 'Dead tuples and windows are those of the last round.'
+\echo ''
+\endif
+
+-- ---- E1 ------------------------------------------------------------------------
+\if :has_e1
+\echo '## E1 batch enqueue (1,000 jobs per call) against single enqueues (one job per transaction)'
+\echo ''
+\echo '| clients | pqrun batch jobs/s | pqrun single jobs/s | pqrun batch / single (≥ 10) | baseline batch | baseline single | baseline batch / single | PgQ batch | PgQ single | pqrun / baseline (batch) | pqrun / PgQ (batch) | pqrun / baseline (single) |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'E1', clients)), fr(r('pqrun', 'E1single', clients)),
+              fq(r('pqrun', 'E1', clients), r('pqrun', 'E1single', clients), 10.0),
+              fr(r('baseline', 'E1', clients)), fr(r('baseline', 'E1single', clients)),
+              fq(r('baseline', 'E1', clients), r('baseline', 'E1single', clients)),
+              fr(r('pgq', 'E1', clients)), fr(r('pgq', 'E1single', clients)),
+              fq(r('pqrun', 'E1', clients), r('baseline', 'E1', clients)),
+              fq(r('pqrun', 'E1', clients), r('pgq', 'E1', clients)),
+              fq(r('pqrun', 'E1single', clients), r('baseline', 'E1single', clients)))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'E1') c ORDER BY clients;
+\echo ''
+\echo '| clients | pqrun batch call p50 / p95 ms | baseline batch p50 / p95 ms | PgQ batch p50 / p95 ms | pqrun single p50 / p95 ms | baseline single p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
+              fl('pqrun', 'E1', clients), fl('baseline', 'E1', clients), fl('pgq', 'E1', clients),
+              fl('pqrun', 'E1single', clients), fl('baseline', 'E1single', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'E1') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- L1 ------------------------------------------------------------------------
+\if :has_l1
+\echo '## L1 wake latency (enqueue commit → return of a waiting pickup in another session)'
+\echo ''
+\echo '| round | p50 ms | p95 ms (< 2) | p99 ms | samples |'
+\echo '|---:|---:|---:|---:|---|'
+SELECT format('| %s | %s | %s | %s | %s |', round, p50_ms, p95_ms, note(notes, 'p99_ms'), note(notes, 'samples'))
+  FROM results WHERE workload = 'L1' ORDER BY round;
+\echo ''
+\endif
+
+-- ---- anything wrong ------------------------------------------------------------
+SELECT count(*) > 0 AS has_bad FROM results WHERE notes ~ 'VIOLATED|FAILED' \gset
+\if :has_bad
+\echo '## Failures'
+\echo ''
+SELECT format('- %s %s, %s clients, round %s: %s', system, workload, clients, round, notes)
+  FROM results WHERE notes ~ 'VIOLATED|FAILED' ORDER BY workload, system, clients, round;
+\echo ''
+\endif

@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# bench/run.sh — the pqrun benchmark, in one command.
+#
+# Installs what is missing (as root), builds and installs pqrun, starts a
+# throwaway cluster on loopback (shared_buffers 1GB, fsync and
+# synchronous_commit on, pqrun preloaded) that runs a private copy of the
+# build (bench/lib/pgtree.sh), and measures pgbench-driven workloads with
+# pqrun, a plain-SQL baseline (the seed design, bench/lib/baseline.sql) and
+# PgQ (batched workloads only), interleaved: every round runs every workload
+# at every client count for every system in turn, so the noise of a shared
+# machine hits all systems alike. Each measurement starts from a refilled
+# queue, VACUUM ANALYZE and CHECKPOINT; jobs/s counts jobs finished in the
+# database; latency is that of one worker step (one pgbench transaction);
+# every drain is checked for exactly-once. Writes bench/results/<stamp>.csv
+# and <stamp>.md (medians over rounds and the ratios between systems) and
+# prints the markdown. See bench/README.md.
+#
+# Usage: bash bench/run.sh            (settings through the environment:)
+#   BENCH_CLIENTS="1 2 4 8"  BENCH_SECONDS=20  BENCH_ROUNDS=2
+#   BENCH_WORKLOADS="L0 W1 W1b W2 W3 W5 E1 L1"   (W4, the 5-minute soak, only when listed)
+#   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
+#   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+source test/lib/cluster.sh
+source bench/lib/pgtree.sh
+source bench/lib/systems.sh
+
+# ---- settings ------------------------------------------------------------
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	d_clients="1 2" d_seconds=3 d_rounds=1 d_jobs=5000 d_deep=20000 d_soak=30 d_soak_window=10 d_w5_window=1
+else
+	d_clients="1 2 4 8" d_seconds=20 d_rounds=2 d_jobs=100000 d_deep=1000000 d_soak=300 d_soak_window=30 d_w5_window=5
+fi
+clients_list=${BENCH_CLIENTS:-$d_clients}
+seconds=${BENCH_SECONDS:-$d_seconds}
+rounds=${BENCH_ROUNDS:-$d_rounds}
+workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W2 W3 W5 E1 L1"}
+jobs=${BENCH_JOBS:-$d_jobs}
+deep=${BENCH_DEEP_JOBS:-$d_deep}
+w2_depth=${BENCH_W2_DEPTH:-1000}
+soak_seconds=${BENCH_SOAK_SECONDS:-$d_soak}
+soak_window=${BENCH_SOAK_WINDOW:-$d_soak_window}
+soak_clients=${BENCH_SOAK_CLIENTS:-$(tr ' ' '\n' <<<"$clients_list" | sort -n | tail -n 1)}
+soak_rounds=${BENCH_SOAK_ROUNDS:-1}
+w5_window=${BENCH_W5_WINDOW:-$d_w5_window}
+l1_rate=${BENCH_L1_RATE:-20}
+fill_chunk=${BENCH_FILL_CHUNK:-10000}
+port=${BENCH_PORT:-55440}
+keep=${BENCH_KEEP:-0}
+source_rev=${BENCH_SOURCE:-}   # empty: the working tree; else a git revision to build
+
+# ---- installation and build ----------------------------------------------
+bash test/lib/install_deps.sh
+have_pgq=1
+if ! dpkg-query -W -f='${Status}' postgresql-15-pgq3 2>/dev/null | grep -q "install ok installed"; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "== installing postgresql-15-pgq3"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y -qq --no-install-recommends postgresql-15-pgq3 >/dev/null 2>&1 ||
+			{ apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-15-pgq3 >/dev/null; }
+	else
+		echo "note: postgresql-15-pgq3 is missing (run as root to install it); PgQ is left out" >&2
+		have_pgq=0
+	fi
+fi
+work=$(mktemp -d /tmp/pqrun-bench.XXXXXX)
+chmod 755 "$work"
+sock=$work/cluster
+holder_pid="" sampler_pid=""
+cleanup() {
+	[ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null
+	[ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
+	cluster_stop "$sock"
+	if [ "$keep" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if [ -z "$source_rev" ]; then
+	echo "== building and installing pqrun (working tree)"
+	make -s -j2 >/dev/null
+	make -s install >/dev/null || echo "note: could not install pqrun system-wide; the benchmark uses its private copy" >&2
+	src=$repo
+	tested="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	git diff --quiet HEAD -- src sql pqrun.control Makefile 2>/dev/null || tested="$tested + uncommitted changes"
+else
+	# A committed revision, built in the temporary directory (the working
+	# tree and the system-wide install are left alone).
+	echo "== building pqrun $source_rev"
+	mkdir -p "$work/src"
+	git archive --format=tar "$source_rev" | tar -x -C "$work/src"
+	make -s -j2 -C "$work/src" >/dev/null
+	src=$work/src
+	tested="$(git rev-parse --short "$source_rev")"
+fi
+PG_BINDIR=$(private_pg_tree "$work/pg" "$src")
+[ "$(id -u)" = 0 ] && chown postgres: "$work"
+
+
+# A free loopback port, from BENCH_PORT up.
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+
+echo "== starting a cluster on 127.0.0.1:$port in $sock"
+cluster_init "$sock" "$port" bench/lib/bench.conf
+cluster_start "$sock"
+
+# q DB [SQL...]: run the SQL (the arguments, one line each, or stdin) in DB,
+# one statement at a time, and print the bare results.
+q() {
+	local db=$1
+	shift
+	if [ $# -gt 0 ]; then printf '%s\n' "$@"; else cat; fi |
+		psql -X -qtA -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres -d "$db" -f -
+}
+qf() { psql -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres -d "$1" -f "$2" >/dev/null; }
+
+setup_databases
+
+# The build under test must work at all: enqueue, pickup, mark_done.
+sanity=$(q bench_pqrun "SELECT count(*) FROM pqrun.enqueue_batch('[{\"job_type\": \"sanity\"}, {\"job_type\": \"sanity\"}]');
+	SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('sanity', batch_size => 5);
+	SELECT count(*) FROM pqrun.jobs WHERE status = 'DONE';" 2>&1 | tr '\n' ' ') || true
+if [ "$sanity" != "2 2 2 " ]; then
+	echo "the pqrun build under test does not work: enqueue 2, pick up and finish them gave [$sanity] instead of [2 2 2]" >&2
+	exit 1
+fi
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+mkdir -p bench/results
+csv=bench/results/$stamp.csv
+md=bench/results/$stamp.md
+echo "system,workload,clients,round,jobs_per_s,p50_ms,p95_ms,notes" >"$csv"
+logs=$work/logs
+mkdir -p "$logs"
+
+has_long_poll=$(q bench_pqrun "SELECT count(*) FROM pg_proc WHERE proname = 'pickup'
+	AND pronamespace = 'pqrun'::regnamespace AND 'wait' = ANY (proargnames)")
+
+# systems_for WORKLOAD: the systems a workload runs on, in interleaving order.
+systems_for() {
+	case $1 in
+	L0) echo ceiling ;;
+	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
+	L1) echo pqrun ;;
+	*) echo "pqrun baseline" ;;
+	esac
+}
+
+# ---- one measurement -------------------------------------------------------
+
+# start_holder DB: another session opens a REPEATABLE READ transaction and
+# keeps its snapshot (and so the vacuum horizon of DB) until stop_holder.
+start_holder() {
+	PGAPPNAME=bench_hold psql -X -q -h "$sock" -p "$port" -U postgres -d "$1" \
+		-c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM pg_class" \
+		-c "SELECT pg_sleep(86400)" >/dev/null 2>&1 &
+	holder_pid=$!
+	for _ in $(seq 100); do
+		[ "$(q "$1" "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_hold'
+			AND backend_xmin IS NOT NULL")" = 1 ] && return 0
+		sleep 0.1
+	done
+	echo "the horizon-holding session did not start" >&2
+	return 1
+}
+stop_holder() {
+	q "$1" "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'bench_hold'" >/dev/null
+	wait "$holder_pid" 2>/dev/null || true
+	holder_pid=""
+}
+
+# start_sampler SYSTEM WINDOW FILE: every WINDOW seconds, append
+# "epoch jobs_done" to FILE, until stop_sampler.
+start_sampler() {
+	local system=$1 window=$2 file=$3
+	(while :; do
+		echo "$(date +%s.%N) $(done_count "$system")" >>"$file"
+		sleep "$window"
+	done) &
+	sampler_pid=$!
+}
+stop_sampler() {
+	kill "$sampler_pid" 2>/dev/null || true
+	wait "$sampler_pid" 2>/dev/null || true
+	sampler_pid=""
+	echo "$(date +%s.%N) $(done_count "$1")" >>"$2"
+}
+
+# window_rates FILE WINDOW: "rate/rate/...; min/first=x" from sampler lines,
+# counting only windows at least half as long as WINDOW.
+window_rates() {
+	awk -v w="$2" 'NR > 1 && $1 - t >= w / 2 { r[++n] = ($2 - d) / ($1 - t) }
+		{ t = $1; d = $2 }
+		END {
+			if (n == 0) { print "windows=none"; exit }
+			s = ""; m = r[1]
+			for (i = 1; i <= n; i++) { s = s (i > 1 ? "/" : "") sprintf("%.0f", r[i]); if (r[i] < m) m = r[i] }
+			printf "windows=%s; min/first=%.2f", s, (r[1] > 0 ? m / r[1] : 0)
+		}' "$1"
+}
+
+# measure SYSTEM WORKLOAD CLIENTS ROUND: refill, run pgbench, count, check,
+# and append one CSV row.
+measure() {
+	local system=$1 workload=$2 n=$3 round=$4
+	local db script kind depth duration threads tag rc=0 notes=() drained=false
+	local done0 ready0 total0 last0 done1 ready1 total1 last1 sizes0="" dead="" verdict
+	db=$(system_db "$system")
+	duration=$seconds
+	case $workload in
+	L0) script=l0_update.sql kind=commit depth=0 ;;
+	W1) script=${system}_w1.sql kind=drain depth=$jobs ;;
+	W1b) script=${system}_w1b.sql kind=drain depth=$jobs ;;
+	W3) script=${system}_w1.sql kind=drain depth=$deep ;;
+	W2 | W5) script=${system}_w2.sql kind=steady depth=$w2_depth ;;
+	W4) script=${system}_w2.sql kind=steady depth=$w2_depth duration=$soak_seconds ;;
+	E1) script=${system}_e1.sql kind=enqueue depth=0 ;;
+	E1single) script=${system}_e1single.sql kind=enqueue depth=0 ;;
+	esac
+	threads=$((n < 2 ? n : 2))
+	tag=$workload-$system-c$n-r$round
+	printf '  %-9s %-9s clients %-2s round %s: ' "$workload" "$system" "$n" "$round"
+
+	refill "$system" "$depth" "$n" "$kind"
+	read -r done0 ready0 total0 last0 <<<"$(counters "$system")"
+	[ "$workload" = W4 ] && sizes0=$(table_sizes "$system")
+	[ "$workload" = W5 ] && start_holder "$db"
+	case $workload in
+	W4) start_sampler "$system" "$soak_window" "$logs/$tag.windows" ;;
+	W5) start_sampler "$system" "$w5_window" "$logs/$tag.windows" ;;
+	esac
+
+	rm -f "$logs/$tag".log*
+	timeout --kill-after=10 $((duration + 120)) \
+		pgbench -n -M prepared -c "$n" -j "$threads" -T "$duration" -D nclients="$n" \
+		--log --log-prefix="$logs/$tag.log" -h "$sock" -p "$port" -U postgres \
+		-f "bench/workloads/$script" "$db" >"$logs/$tag.out" 2>&1 || rc=$?
+
+	case $workload in W4 | W5) stop_sampler "$system" "$logs/$tag.windows" ;; esac
+	read -r done1 ready1 total1 last1 <<<"$(counters "$system")"
+	if [ "$workload" = W5 ]; then
+		dead=$(dead_tuples "$system")
+		stop_holder "$db"
+	fi
+
+	# Per-transaction log → bench_meta.lat (client, txn, latency µs, script, epoch, µs).
+	cat "$logs/$tag".log.* >"$logs/$tag.all" 2>/dev/null || true
+	q bench_meta "TRUNCATE lat;" "\\copy lat (client, txn, lat_us, script, epoch, us) FROM '$logs/$tag.all' WITH (DELIMITER ' ')"
+	local jobs_done role_filter="true" last_us=0 stats
+	case $kind in
+	commit) jobs_done=-1 ;;
+	drain | steady) jobs_done=$((done1 - done0)) ;;
+	enqueue) jobs_done=$((total1 - total0)) ;;
+	esac
+	# Did the drain empty the queue before the time was up?
+	if [ "$kind" = drain ] && [ "$ready1" = 0 ] && [ "$jobs_done" -gt 0 ]; then
+		drained=true
+		last_us=$(awk -v t="$last1" 'BEGIN { printf "%.0f", t * 1000000 }')
+	fi
+	# W2 and friends: the worker step is the consumers' transaction (odd
+	# clients; a single client does both).
+	[ "$kind" = steady ] && [ "$n" -gt 1 ] && role_filter="client % 2 = 1"
+	# Drains that emptied the queue keep the transactions that started before
+	# the last job finished (later ones found nothing) and end with them.
+	stats=$(q bench_meta "WITH b AS (
+			SELECT min(epoch * 1000000 + us - lat_us) AS t0, max(epoch * 1000000 + us) AS t1, count(*) AS ntx FROM lat),
+		sel AS (SELECT lat_us, epoch * 1000000 + us AS t_done, client FROM lat
+		         WHERE $last_us = 0 OR epoch * 1000000 + us - lat_us <= $last_us),
+		e AS (SELECT max(t_done) AS t_end FROM sel)
+		SELECT coalesce(round(((CASE WHEN $jobs_done < 0 THEN b.ntx ELSE $jobs_done END)
+		                       / greatest((e.t_end - b.t0) / 1e6, 0.001))::numeric, 1)::text, 'NA'),
+		       coalesce(round((p.p50 / 1000.0)::numeric, 3)::text, 'NA'),
+		       coalesce(round((p.p95 / 1000.0)::numeric, 3)::text, 'NA'),
+		       coalesce(round(((e.t_end - b.t0) / 1e6)::numeric, 2)::text, 'NA'), b.ntx
+		  FROM b, e, LATERAL (
+		       SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lat_us) AS p50,
+		              percentile_cont(0.95) WITHIN GROUP (ORDER BY lat_us) AS p95
+		         FROM sel WHERE $role_filter) p" | tr '|' ' ')
+	local rate p50 p95 elapsed ntx
+	read -r rate p50 p95 elapsed ntx <<<"$stats"
+
+	[ "$kind" = commit ] || notes+=("jobs=$jobs_done")
+	[ "$drained" = true ] && notes+=("drained after ${elapsed}s")
+	[ "$kind" = steady ] && notes+=("backlog=$ready0->$ready1")
+	[ "$kind" != commit ] && [ "$jobs_done" -le 0 ] && notes+=("PGBENCH FAILED: no job finished")
+	if [ "$rc" != 0 ] || grep -qiE "error|aborted" "$logs/$tag.out"; then
+		notes+=("PGBENCH FAILED rc=$rc: $(grep -iE "error|aborted" "$logs/$tag.out" | head -n 1 | tr -d ',"')")
+	fi
+	if [ "$kind" = drain ] || [ "$kind" = steady ]; then
+		verdict=$(verify_once "$system" "$drained")
+		if [ "$verdict" = ok ]; then notes+=("exactly-once ok"); else notes+=("EXACTLY-ONCE VIOLATED: $verdict"); fi
+	fi
+	case $workload in
+	W4) notes+=("$(window_rates "$logs/$tag.windows" "$soak_window")" "sizes before: $sizes0"
+		"sizes after: $(table_sizes "$system")") ;;
+	W5) notes+=("$(window_rates "$logs/$tag.windows" "$w5_window")" "dead=$dead") ;;
+	esac
+	local joined
+	joined=$(printf '%s; ' "${notes[@]}" | sed 's/; $//; s/[",]/ /g')
+	echo "$system,$workload,$n,$round,${rate/#NA/},${p50/#NA/},${p95/#NA/},\"$joined\"" >>"$csv"
+	printf '%10s jobs/s  p50 %8s ms  p95 %8s ms  %s\n' "$rate" "$p50" "$p95" "$joined"
+}
+
+# measure_l1 ROUND: wake latency. A waiter long-polls; a producer enqueues
+# BENCH_L1_RATE jobs per second carrying their enqueue clock.
+measure_l1() {
+	local round=$1 tag=L1-pqrun-r$1 rc=0 stats
+	printf '  %-9s %-9s clients %-2s round %s: ' L1 pqrun 1 "$round"
+	refill pqrun 0 1 enqueue
+	timeout --kill-after=10 $((seconds + 60)) \
+		pgbench -n -M prepared -c 1 -j 1 -T $((seconds + 3)) -h "$sock" -p "$port" -U postgres \
+		-f bench/workloads/pqrun_l1_waiter.sql bench_pqrun >"$logs/$tag.waiter.out" 2>&1 &
+	local waiter=$!
+	sleep 1
+	PGOPTIONS="-c synchronous_commit=off" timeout --kill-after=10 $((seconds + 60)) \
+		pgbench -n -M prepared -c 1 -j 1 -R "$l1_rate" -T "$seconds" -h "$sock" -p "$port" -U postgres \
+		-f bench/workloads/pqrun_l1_producer.sql bench_pqrun >"$logs/$tag.out" 2>&1 || rc=$?
+	wait "$waiter" || rc=$?
+	stats=$(q bench_pqrun "SELECT round(count(*) / $seconds.0, 1),
+		round((percentile_cont(0.5) WITHIN GROUP (ORDER BY lat_us) / 1000.0)::numeric, 3),
+		round((percentile_cont(0.95) WITHIN GROUP (ORDER BY lat_us) / 1000.0)::numeric, 3),
+		round((percentile_cont(0.99) WITHIN GROUP (ORDER BY lat_us) / 1000.0)::numeric, 3),
+		count(*), (SELECT count(*) FROM pqrun.jobs WHERE job_type = 'l1') FROM bench.l1" | tr '|' ' ')
+	local rate p50 p95 p99 n enq joined
+	read -r rate p50 p95 p99 n enq <<<"$stats"
+	joined="p99_ms=$p99; samples=$n of $enq enqueued at ${l1_rate}/s"
+	[ "$rc" = 0 ] || joined="$joined; PGBENCH FAILED rc=$rc"
+	echo "pqrun,L1,1,$round,${rate/#NA/},${p50/#NA/},${p95/#NA/},\"$joined\"" >>"$csv"
+	printf '%10s jobs/s  p50 %8s ms  p95 %8s ms  %s\n' "$rate" "$p50" "$p95" "$joined"
+}
+
+# ---- the run ---------------------------------------------------------------
+started=$(date +%s)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== workloads: $workloads; clients: $clients_list; ${seconds}s each; $rounds round(s)"
+for round in $(seq "$rounds"); do
+	echo "== round $round of $rounds"
+	for workload in $workloads; do
+		case $workload in
+		L1)
+			if [ "$has_long_poll" = 1 ]; then measure_l1 "$round"; else echo "  L1 skipped: pqrun.pickup has no wait argument"; fi
+			continue ;;
+		W4)
+			[ "$round" -le "$soak_rounds" ] || continue
+			for system in $(systems_for W4); do measure "$system" W4 "$soak_clients" "$round"; done
+			continue ;;
+		L0 | W1 | W1b | W2 | W3 | W5 | E1) ;;
+		*) echo "unknown workload $workload" >&2; exit 2 ;;
+		esac
+		subs=$workload
+		[ "$workload" = E1 ] && subs="E1 E1single"
+		for n in $clients_list; do
+			for sub in $subs; do
+				for system in $(systems_for "$sub"); do measure "$system" "$sub" "$n" "$round"; done
+			done
+		done
+	done
+done
+elapsed=$(($(date +%s) - started))
+
+# ---- report ------------------------------------------------------------------
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+mem=$(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo)
+pgver=$(q postgres "SHOW server_version")
+{
+	echo "# pqrun benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, $(uname -sr); load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+	echo "- PostgreSQL $pgver, loopback, shared_buffers 1GB, fsync on, synchronous_commit on; pqrun $tested"
+	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b drain $jobs jobs, W3 $deep, W2/W5 start at $w2_depth; total ${elapsed}s"
+	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep bash bench/run.sh\`"
+	echo "- raw figures: bench/results/$stamp.csv (one row per measurement); below, medians over rounds"
+	echo
+	q bench_meta "\\copy results FROM '$repo/$csv' WITH (FORMAT csv, HEADER)" >/dev/null
+	psql -X -qtA -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres -d bench_meta -f bench/lib/report.sql
+} >"$md"
+echo
+cat "$md"
+echo
+echo "results: $csv and $md"

@@ -1,0 +1,3 @@
+-- W1b (pqrun): pick up 100 jobs and mark them all done in one transaction
+-- (one statement: the function scan claims the batch before mark_done runs).
+SELECT count(pqrun.mark_done(id)) AS n FROM pqrun.pickup('w' || :client_id::text, batch_size => 100);
