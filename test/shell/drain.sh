@@ -39,21 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-violations=0
-q() { psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" "$@"; }
-now_ms() { date +%s%3N; }
-
-# check NAME EXPECTED SQL: the query's single value must equal EXPECTED.
-check() {
-	local name=$1 expected=$2 got
-	got=$(q -c "$3" 2>&1)
-	if [ "$got" = "$expected" ]; then
-		echo "ok   $name ($got)"
-	else
-		echo "FAIL $name: expected [$expected], got [$got]"
-		violations=$((violations + 1))
-	fi
-}
+source "$(dirname "$0")/../lib/checks.sh"
 
 # bench NAME SCRIPT TRANSACTIONS_PER_CLIENT SECONDS: run pgbench, killed
 # after SECONDS; fail on any error.

@@ -65,42 +65,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-violations=0
-now_ms() { date +%s%3N; }
+source "$repo/test/lib/checks.sh"
 q() { psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" "$@"; }                                   # direct
 pb() { psql -X -qtA -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -d "$db" "$@"; }          # transaction pool
 admin() { psql -X -A -F'|' -P footer=off -h 127.0.0.1 -p "$port" -d pgbouncer "$@"; }    # console
 
-check() {
-	local name=$1 expected=$2 got
-	got=$(q -c "$3" 2>&1)
-	if [ "$got" = "$expected" ]; then
-		echo "ok   $name ($got)"
-	else
-		echo "FAIL $name: expected [$expected], got [$got]"
-		violations=$((violations + 1))
-	fi
-}
-assert() {
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok   $name"
-	else
-		echo "FAIL $name"
-		violations=$((violations + 1))
-	fi
-}
-wait_for() {
-	local deadline=$(($(now_ms) + $1 * 1000)) got=
-	while [ "$(now_ms)" -le $deadline ]; do
-		got=$(q -c "$3" 2>/dev/null)
-		[ "$got" = "$2" ] && return 0
-		sleep 0.1
-	done
-	echo "     waited $1 s for [$3] = [$2], last answer [$got]"
-	return 1
-}
 die() {
 	echo "FAIL $*"
 	[ -f "$tmp/pgbouncer.log" ] && tail -n 15 "$tmp/pgbouncer.log"
