@@ -29,4 +29,5 @@ apt-get update -qq
 mkdir -p /etc/postgresql-common
 grep -qs '^create_main_cluster' /etc/postgresql-common/createcluster.conf ||
 	echo 'create_main_cluster = false' >>/etc/postgresql-common/createcluster.conf
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt-get install -y -qq --no-install-recommends \
+	-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}" >/dev/null
