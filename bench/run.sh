@@ -206,7 +206,7 @@ window_rates() {
 measure() {
 	local system=$1 workload=$2 n=$3 round=$4
 	local db script kind depth duration threads tag rc=0 notes=() drained=false
-	local done0 ready0 total0 last0 done1 ready1 total1 last1 sizes0="" dead="" verdict
+	local done0 ready0 total0 done1 ready1 total1 last1 sizes0="" dead="" verdict
 	db=$(system_db "$system")
 	duration=$seconds
 	case $workload in
@@ -224,7 +224,7 @@ measure() {
 	printf '  %-9s %-9s clients %-2s round %s: ' "$workload" "$system" "$n" "$round"
 
 	refill "$system" "$depth" "$n" "$kind"
-	read -r done0 ready0 total0 last0 <<<"$(counters "$system")"
+	read -r done0 ready0 total0 _ <<<"$(counters "$system")"
 	[ "$workload" = W4 ] && sizes0=$(table_sizes "$system")
 	[ "$workload" = W5 ] && start_holder "$db"
 	case $workload in
@@ -278,8 +278,8 @@ measure() {
 		       SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lat_us) AS p50,
 		              percentile_cont(0.95) WITHIN GROUP (ORDER BY lat_us) AS p95
 		         FROM sel WHERE $role_filter) p" | tr '|' ' ')
-	local rate p50 p95 elapsed ntx
-	read -r rate p50 p95 elapsed ntx <<<"$stats"
+	local rate p50 p95 elapsed
+	read -r rate p50 p95 elapsed _ <<<"$stats"
 
 	[ "$kind" = commit ] || notes+=("jobs=$jobs_done")
 	[ "$drained" = true ] && notes+=("drained after ${elapsed}s")

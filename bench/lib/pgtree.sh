@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib/pgtree.sh — a private PostgreSQL tree for the benchmark cluster.
 #
 # PostgreSQL finds its lib and share directories relative to the real path of

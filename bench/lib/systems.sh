@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # q, qf, fill_chunk and have_pgq come from bench/run.sh
 # bench/lib/systems.sh — what each system under test needs: its database,
 # the refill of its queue to a workload's starting depth, counters read
 # before and after a measurement, and the exactly-once check after a run.
