@@ -138,6 +138,40 @@ ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate 
 	return n;
 }
 
+/* LongPoll registers as a waiter (before the first look, so a commit during
+ * it wakes us) and calls look(waited) until it answers true or the wait
+ * ends, sleeping on the latch in between: a commit that makes a matching job
+ * runnable (wake.cpp), a delayed job's due time or the deadline wakes it.
+ * before_sleep() runs after each look. Both may raise PostgreSQL errors
+ * (the waiter still leaves the table) but must not throw C++ exceptions. */
+template <typename Look, typename BeforeSleep>
+void
+LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, BeforeSleep before_sleep)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	bool registered = wake::Register(job_types, queues);
+	PG_TRY();
+	{
+		for (bool waited = false;; waited = true) {
+			if (registered)
+				wake::PrepareCheck();
+			long sleep_ms = look(waited) ? 0 : SleepMs(registered, deadline);
+			before_sleep();
+			if (sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		if (registered)
+			wake::Unregister();
+	}
+	PG_END_TRY();
+}
+
 } // namespace
 
 uint64
@@ -152,68 +186,31 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	if (wait_ms <= 0)
 		return ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
 
-	/* Long poll: sleep on our latch until a commit makes a matching job
-	 * runnable (wake.cpp), a delayed job falls due, or the wait ends.
-	 * Registered before the first look, so a commit during it wakes us. */
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-	bool registered = wake::Register(job_types, queues);
-	volatile uint64 claimed = 0;
-	PG_TRY();
-	{
-		for (bool waited = false;; waited = true) {
-			if (registered)
-				wake::PrepareCheck();
-			claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
-			if (claimed > 0)
-				break;
-			long sleep_ms = SleepMs(registered, deadline);
-			if (sleep_ms <= 0)
-				break;
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
-	}
-	PG_FINALLY();
-	{
-		if (registered)
-			wake::Unregister();
-	}
-	PG_END_TRY();
+	uint64 claimed = 0;
+	LongPoll(job_types, queues, wait_ms,
+	         [&](bool waited) {
+		         claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
+		         return claimed > 0;
+	         },
+	         [] {});
 	return claimed;
 }
 
 bool
 AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-	bool registered = wake::Register(job_types, queues);
-	volatile bool ready = false;
-	PG_TRY();
-	{
-		for (;;) {
-			if (registered)
-				wake::PrepareCheck();
-			Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
-			                   TimestampTzGetDatum(GetCurrentTimestamp())};
-			char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
-			Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
-			ready = ColBool(0, 1);
-			long sleep_ms = ready ? 0 : SleepMs(registered, deadline);
-			SPI_commit();
-			if (ready || sleep_ms <= 0)
-				break;
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
-	}
-	PG_FINALLY();
-	{
-		if (registered)
-			wake::Unregister();
-	}
-	PG_END_TRY();
+	bool ready = false;
+	LongPoll(job_types, queues, wait_ms,
+	         [&](bool) {
+		         Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
+		                            TimestampTzGetDatum(GetCurrentTimestamp())};
+		         char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+		         Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
+		         ready = ColBool(0, 1);
+		         return ready;
+	         },
+	         /* Commit before sleeping: no snapshot is held while waiting. */
+	         [] { SPI_commit(); });
 	return ready;
 }
 
