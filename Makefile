@@ -11,7 +11,7 @@ EXTVERSION = $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*
 MODULE_big = pqrun
 OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp))
 
-DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*--*.sql))
+DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*.sql))
 DATA_built = sql/pqrun--$(EXTVERSION).sql
 
 REGRESS      = setup enqueue pickup lifecycle dependencies fifo operate schedule validation drop

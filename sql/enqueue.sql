@@ -163,3 +163,26 @@ BEGIN;
 SELECT count(*) AS ids FROM pqrun.enqueue_batch('[{"job_type": "x"}, {"job_type": "y"}]');
 ROLLBACK;
 SELECT count(*) AS jobs FROM pqrun.jobs;
+
+-- A batch longer than one INSERT run (1,000 plain elements): ids follow
+-- element order across runs and around the elements written one by one,
+-- and a dedupe key repeated across runs still answers the first job.
+SELECT setval('pqrun.job_id_seq', 1000, true);  -- internal
+WITH ids AS (
+  SELECT n, id FROM pqrun.enqueue_batch((
+    SELECT jsonb_agg(CASE
+             WHEN i IN (1, 1500) THEN jsonb_build_object('job_type', 'long', 'dedupe_key', 'across-runs')
+             WHEN i = 1200 THEN jsonb_build_object('job_type', 'long', 'fifo_key', 'lf')
+             WHEN i = 2400 THEN jsonb_build_object('job_type', 'long', 'run_after', '2030-01-01 00:00:00+00')
+             ELSE jsonb_build_object('job_type', 'long', 'payload', jsonb_build_object('i', i)) END ORDER BY i)
+      FROM generate_series(1, 2500) AS i)) WITH ORDINALITY AS t(id, n))
+SELECT count(*) AS ids,
+       count(DISTINCT id) AS distinct_ids,
+       bool_and(id = (SELECT id FROM ids WHERE n = 1)) FILTER (WHERE n = 1500) AS dedupe_across_runs,
+       bool_and(id > lag_id) FILTER (WHERE n <> 1500 AND n > 1) AS increasing
+  FROM (SELECT n, id, lag(id) OVER (ORDER BY n) AS lag_id FROM ids) s;
+SELECT count(*) AS jobs,
+       count(*) FILTER (WHERE status = 'READY' AND run_after > now()) AS delayed,
+       count(*) FILTER (WHERE fifo_key = 'lf') AS fifo,
+       count(*) FILTER (WHERE payload ? 'i') AS with_payload
+  FROM pqrun.jobs WHERE job_type = 'long';

@@ -244,3 +244,38 @@ SELECT pqrun.cancel(17);
 SELECT job_id, attempt, worker_id, outcome, left(error, 20) AS error
   FROM pqrun.job_attempts ORDER BY job_id, attempt;
 SELECT id, job_type, status, attempts FROM pqrun.jobs ORDER BY id;
+
+-- mark_done_batch: every job of the array done in one call, dependents
+-- released and FIFO successors unblocked as mark_done does; leases fence
+-- position by position.
+TRUNCATE pqrun.job_live, pqrun.job_done, pqrun.attempt_log, pqrun.job_dep;
+SELECT setval('pqrun.job_id_seq', 300, true);  -- internal
+SELECT count(*) FROM pqrun.enqueue_batch('[
+  {"job_type": "mb"}, {"job_type": "mb"}, {"job_type": "mb", "fifo_key": "mbf"},
+  {"job_type": "mb-next", "fifo_key": "mbf"}, {"job_type": "mb-child", "depends_on": [301, 302]}]');
+SELECT id, status FROM pqrun.jobs WHERE id > 300 ORDER BY id;
+SELECT array_agg(id ORDER BY id) AS ids, array_agg(lease_token ORDER BY id) AS leases
+  FROM pqrun.pickup('mb', job_types => ARRAY['mb'], batch_size => 10) \gset
+SELECT :'ids' AS picked;
+SELECT pqrun.mark_done_batch(:'ids', :'leases') AS marked;
+SELECT id, status, finished_at IS NOT NULL AS finished FROM pqrun.jobs WHERE id > 300 ORDER BY id;
+SELECT job_type, done, ready FROM pqrun.queue_stats WHERE job_type LIKE 'mb%' ORDER BY job_type;
+SELECT pqrun.mark_done_batch('{}') AS marked_none;
+-- All or nothing: one job that is not running fails the call, with
+-- mark_done's error, and changes nothing.
+SELECT id FROM pqrun.pickup('mb', job_types => ARRAY['mb-next', 'mb-child'], batch_size => 10) ORDER BY id;
+SELECT pqrun.mark_done_batch('{304, 301}');
+SELECT pqrun.mark_done_batch('{304, 999}');
+SELECT pqrun.mark_done_batch('{304}', ARRAY[gen_random_uuid()]);
+SELECT id, status FROM pqrun.jobs WHERE id IN (304, 305) ORDER BY id;
+-- Bad arrays: 22023.
+\set VERBOSITY sqlstate
+SELECT pqrun.mark_done_batch(NULL);
+SELECT pqrun.mark_done_batch('{304, NULL}');
+SELECT pqrun.mark_done_batch('{304, 304}');
+SELECT pqrun.mark_done_batch('{304, 305}', ARRAY[gen_random_uuid()]);
+SELECT pqrun.mark_done_batch('{304}', ARRAY[NULL::uuid]);
+SELECT pqrun.mark_done_batch('{{304}, {305}}');
+\set VERBOSITY default
+SELECT pqrun.mark_done_batch('{304, 305}') AS marked;
+SELECT id, status FROM pqrun.jobs WHERE id IN (304, 305) ORDER BY id;

@@ -182,6 +182,10 @@ CREATE FUNCTION pqrun.mark_done(job_id bigint, result jsonb DEFAULT NULL, lease_
 RETURNS void
 AS 'MODULE_PATHNAME', 'pqrun_mark_done' LANGUAGE c VOLATILE;
 
+CREATE FUNCTION pqrun.mark_done_batch(job_ids bigint[], lease_tokens uuid[] DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pqrun_mark_done_batch' LANGUAGE c VOLATILE;
+
 CREATE FUNCTION pqrun.mark_error(
 	job_id      bigint,
 	error       text,
@@ -367,7 +371,8 @@ BEGIN
 	 * as its caller. */
 	EXECUTE format('GRANT SELECT ON pqrun.job_live TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.pickup(text, text[], text[], int, interval),'
-	               ' pqrun.mark_done(bigint, jsonb, uuid), pqrun.mark_error(bigint, text, boolean, uuid, interval),'
+	               ' pqrun.mark_done(bigint, jsonb, uuid), pqrun.mark_done_batch(bigint[], uuid[]),'
+	               ' pqrun.mark_error(bigint, text, boolean, uuid, interval),'
 	               ' pqrun.heartbeat(bigint, uuid),'
 	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
 	               ' pqrun.enqueue_batch(jsonb) TO %s', role);

@@ -107,6 +107,7 @@ Begin(Jsonb *jobs, JobCursor *cursor)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("jobs must be a JSON array of objects")));
 	cursor->it = JsonbIteratorInit(&jobs->root);
 	cursor->element = 0;
+	queue::SetEnqueueDefaults(&cursor->defaults);
 	JsonbValue value;
 	(void)JsonbIteratorNext(&cursor->it, &value, true); /* WJB_BEGIN_ARRAY */
 }
@@ -122,7 +123,7 @@ Next(JobCursor *cursor, queue::EnqueueArgs *args)
 	if (value.type != jbvBinary || !JsonContainerIsObject(value.val.binary.data))
 		RaiseInvalid(element, "not a JSON object");
 
-	queue::SetEnqueueDefaults(args);
+	*args = cursor->defaults;
 	JsonbIterator *fields = JsonbIteratorInit(value.val.binary.data);
 	JsonbValue key;
 	JsonbIteratorToken field_token;

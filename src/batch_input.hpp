@@ -9,10 +9,12 @@ namespace pqrun::batch {
 struct JobCursor {
 	JsonbIterator *it;
 	int element; /* 1-based number of the element last read */
+	queue::EnqueueArgs defaults; /* made once: building '{}' per element costs */
 };
 
 /* Begin checks that `jobs` is a JSON array (22023 otherwise) and positions
- * the cursor before its first element. */
+ * the cursor before its first element. Elements share the default values,
+ * which live in the current memory context. */
 void Begin(Jsonb *jobs, JobCursor *cursor);
 
 /* Next reads the next element into args (with enqueue's defaults for absent

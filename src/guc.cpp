@@ -16,6 +16,7 @@ char *pqrun_backoff = nullptr;
 char *pqrun_cron_timezone = nullptr;
 int pqrun_retention = 7 * 24 * 3600;
 int pqrun_max_payload_bytes = 1024 * 1024;
+bool pqrun_notify = true;
 
 namespace pqrun::guc {
 
@@ -83,6 +84,10 @@ Define()
 	DefineCustomIntVariable("pqrun.max_payload_bytes", gettext_noop("Largest accepted job payload, in bytes."),
 	                        nullptr, &pqrun_max_payload_bytes, 1024 * 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE,
 	                        nullptr, nullptr, nullptr);
+	DefineCustomBoolVariable("pqrun.notify", gettext_noop("Sends NOTIFY pqrun_jobs when a transaction makes jobs ready."),
+	                         gettext_noop("PostgreSQL serializes the commits of notifying transactions; turn this off "
+	                                      "where nothing LISTENs (long polls are woken without it)."),
+	                         &pqrun_notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	MarkGUCPrefixReserved("pqrun");
 }
 

@@ -12,6 +12,7 @@ extern char *pqrun_backoff;
 extern char *pqrun_cron_timezone;
 extern int pqrun_retention;         /* s, 0 = keep */
 extern int pqrun_max_payload_bytes;
+extern bool pqrun_notify;
 }
 
 namespace pqrun::guc {

@@ -1,7 +1,7 @@
-/* src/queue.cpp — enqueue, mark, reap, cancel, retry, unblocking, maintenance.
+/* src/queue.cpp — mark, reap, cancel, retry, unblocking, maintenance.
  *
  * The logic of the job state machine (README, "Job states") over SPI; claims
- * are in pickup.cpp. A job
+ * are in pickup.cpp, enqueues in enqueue.cpp. A job
  * lives in pqrun.job_live while BLOCKED/READY/RUNNING and moves to
  * pqrun.job_done when it finishes; finishing a job then releases its
  * dependents (or cancels them) and advances its FIFO group, in the same
@@ -28,11 +28,6 @@ namespace pqrun::queue {
 
 using namespace spi;
 
-namespace {
-
-constexpr int kMaxErrorChars = 10000;
-constexpr int kRetentionBatch = 10000;
-
 void
 LockFifoGroup(const char *fifo_key)
 {
@@ -40,18 +35,24 @@ LockFifoGroup(const char *fifo_key)
 	Exec(Stmt::kFifoLock, values, nullptr, SPI_OK_SELECT);
 }
 
-/* NoteFinished counts the job just moved to job_done as `status` (the last
- * result: has_dependents, fifo_key, queue, job_type, old status, locked_at). */
+namespace {
+
+constexpr int kMaxErrorChars = 10000;
+constexpr int kRetentionBatch = 10000;
+
+/* NoteFinished counts the job just moved to job_done as `status` (row `row`
+ * of the last result: has_dependents, fifo_key, queue, job_type, old status,
+ * locked_at, id). */
 void
-NoteFinished(const char *status)
+NoteFinished(const char *status, uint64 row = 0)
 {
 	stats::Finished finished;
 	if (!stats::ParseFinished(status, &finished))
 		return;
 	bool isnull;
-	Datum locked_at = Col(0, 6, &isnull);
+	Datum locked_at = Col(row, 6, &isnull);
 	int64 duration_ms = isnull ? 0 : (GetCurrentTransactionStartTimestamp() - DatumGetTimestampTz(locked_at)) / 1000;
-	stats::JobFinished(ColText(0, 3), ColText(0, 4), finished, duration_ms);
+	stats::JobFinished(ColText(row, 3), ColText(row, 4), finished, duration_ms);
 }
 
 /* NoteRemoved counts the finished jobs a purge or retention statement
@@ -97,6 +98,14 @@ RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 }
 
 void AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key);
+
+int
+CompareIds(const void *a, const void *b)
+{
+	int64 x = *static_cast<const int64 *>(a);
+	int64 y = *static_cast<const int64 *>(b);
+	return x < y ? -1 : x > y;
+}
 
 /* Release makes BLOCKED job `job_id` READY if it has no pending dependency
  * and heads its FIFO group. Answers whether it did. */
@@ -231,75 +240,8 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 
-/* Prefix for error messages about an enqueue_batch element. */
-const char *
-Where(int element)
-{
-	return element > 0 ? psprintf("enqueue_batch element %d: ", element) : "";
-}
-
-void
-RaiseInvalid(int element, const char *message)
-{
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s%s", Where(element), message)));
-}
-
-void
-Validate(const EnqueueArgs &args, int element)
-{
-	if (args.isnull[kJobType] || VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kJobType])) == 0)
-		RaiseInvalid(element, "job_type must not be null or empty");
-	for (EnqueueArg required : {kPayload, kPriority, kMaxAttempts, kQueue})
-		if (args.isnull[required]) {
-			static const char *const kNames[] = {"job_type", "payload",    "priority", "run_after", "max_attempts",
-			                                     "timeout_seconds", "dedupe_key", "queue", "depends_on", "fifo_key"};
-			RaiseInvalid(element, psprintf("%s must not be null", kNames[required]));
-		}
-	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
-		RaiseInvalid(element, "queue must not be empty");
-	if (DatumGetInt32(args.value[kMaxAttempts]) < 1)
-		RaiseInvalid(element, psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])));
-	if (!args.isnull[kTimeoutSeconds] && DatumGetInt32(args.value[kTimeoutSeconds]) <= 0)
-		RaiseInvalid(element,
-		             psprintf("timeout_seconds must be positive, not %d", DatumGetInt32(args.value[kTimeoutSeconds])));
-	Size payload_bytes = toast_raw_datum_size(args.value[kPayload]) - VARHDRSZ;
-	if (payload_bytes > static_cast<Size>(pqrun_max_payload_bytes))
-		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-		                errmsg("%spayload of %zu bytes exceeds pqrun.max_payload_bytes (%d)", Where(element),
-		                       payload_bytes, pqrun_max_payload_bytes)));
-}
-
-/* DependencyIds answers the distinct ids of depends_on (NULL elements are
- * rejected); *count is 0 when there are none. */
-int64 *
-DependencyIds(const EnqueueArgs &args, int element, int *count)
-{
-	*count = 0;
-	if (args.isnull[kDependsOn])
-		return nullptr;
-	ArrayType *array = DatumGetArrayTypeP(args.value[kDependsOn]);
-	Datum *elems;
-	bool *elem_nulls;
-	int n;
-	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
-	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
-	for (int i = 0; i < n; i++) {
-		if (elem_nulls[i])
-			RaiseInvalid(element, "depends_on must not contain nulls");
-		int64 id = DatumGetInt64(elems[i]);
-		bool seen = false;
-		for (int j = 0; j < *count && !seen; j++)
-			seen = ids[j] == id;
-		if (!seen)
-			ids[(*count)++] = id;
-	}
-	return ids;
-}
-
 } // namespace
 
-/* Result layout of every statement that makes jobs READY: queue, job_type,
- * priority, id and, for some, delayed and run_after. */
 /* NoteRows reports each row of the last result as a job made READY, or as a
  * delayed one. */
 void
@@ -330,144 +272,70 @@ PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit)
 }
 
 void
-SetEnqueueDefaults(EnqueueArgs *args)
-{
-	for (int i = 0; i < kEnqueueArgCount; i++) {
-		args->value[i] = Datum(0);
-		args->isnull[i] = true;
-	}
-	args->value[kPayload] = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
-	args->value[kPriority] = Int32GetDatum(0);
-	args->value[kRunAfter] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	args->value[kMaxAttempts] = Int32GetDatum(5);
-	args->value[kQueue] = CStringGetTextDatum("default");
-	for (EnqueueArg set : {kPayload, kPriority, kRunAfter, kMaxAttempts, kQueue})
-		args->isnull[set] = false;
-}
-
-int64
-Enqueue(const EnqueueArgs &args, int element)
-{
-	Validate(args, element);
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	TimestampTz run_after = args.isnull[kRunAfter] ? now : DatumGetTimestampTz(args.value[kRunAfter]);
-
-	/* Dependencies: unfinished ones are locked and become edges; finished
-	 * ones are met (DONE) or doom the job (FAILED/CANCELLED). */
-	int dep_count;
-	int64 *dep_ids = DependencyIds(args, element, &dep_count);
-	int64 *pending = nullptr;
-	int pending_count = 0;
-	char *cancel_reason = nullptr;
-	if (dep_count > 0) {
-		Datum dep_values[1] = {Int8Array(dep_ids, dep_count)};
-		uint64 nlive = Exec(Stmt::kLockLiveDeps, dep_values, nullptr, SPI_OK_UPDATE_RETURNING);
-		for (uint64 i = 0; i < nlive; i++) {
-			bool isnull;
-			if (IsStatus(ColText(i, 3), "READY"))
-				wake::NoteHeld(wake::KeyOf(DatumGetInt32(Col(i, 2, &isnull)), ColInt64(i, 1)));
-		}
-		IdList live = CopyIds(nlive, false);
-		pending = live.ids;
-		pending_count = static_cast<int>(live.count);
-		if (live.count < static_cast<uint64>(dep_count)) {
-			IdList finished = CopyIds(Exec(Stmt::kFinishedDeps, dep_values, nullptr, SPI_OK_SELECT), true);
-			for (int i = 0; i < dep_count; i++) {
-				bool found = false;
-				for (uint64 j = 0; j < live.count && !found; j++)
-					found = live.ids[j] == dep_ids[i];
-				for (uint64 j = 0; j < finished.count && !found; j++) {
-					if (finished.ids[j] != dep_ids[i])
-						continue;
-					found = true;
-					if (!IsStatus(finished.labels[j], "DONE") && cancel_reason == nullptr)
-						cancel_reason = psprintf("dependency %lld ended %s", (long long)dep_ids[i], finished.labels[j]);
-				}
-				if (!found)
-					RaiseInvalid(element, psprintf("depends_on references unknown job %lld", (long long)dep_ids[i]));
-			}
-		}
-	}
-
-	char nulls[kEnqueueArgCount + 3];
-	memset(nulls, ' ', sizeof(nulls));
-	if (cancel_reason != nullptr) {
-		/* A job doomed at birth still defers to an unfinished job holding its
-		 * dedupe key. */
-		if (!args.isnull[kDedupeKey]) {
-			Datum key[1] = {args.value[kDedupeKey]};
-			if (Exec(Stmt::kLiveByDedupe, key, nullptr, SPI_OK_SELECT) > 0)
-				return ColInt64(0, 1);
-		}
-		Datum values[11] = {args.value[kPriority],  args.value[kMaxAttempts], args.value[kTimeoutSeconds],
-		                    TimestampTzGetDatum(run_after), args.value[kQueue], args.value[kJobType],
-		                    args.value[kDedupeKey], args.value[kFifoKey],  args.value[kDependsOn],
-		                    CStringGetTextDatum(cancel_reason), args.value[kPayload]};
-		nulls[2] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
-		nulls[6] = args.isnull[kDedupeKey] ? 'n' : ' ';
-		nulls[7] = args.isnull[kFifoKey] ? 'n' : ' ';
-		nulls[8] = args.isnull[kDependsOn] ? 'n' : ' ';
-		nulls[11] = '\0';
-		Exec(Stmt::kInsertCancelled, values, nulls, SPI_OK_INSERT_RETURNING);
-		const char *queue = TextDatumGetCString(args.value[kQueue]);
-		const char *job_type = TextDatumGetCString(args.value[kJobType]);
-		stats::Enqueued(queue, job_type);
-		stats::JobFinished(queue, job_type, stats::Finished::kCancelled, 0);
-		return ColInt64(0, 1);
-	}
-
-	bool blocked = pending_count > 0;
-	if (!args.isnull[kFifoKey]) {
-		const char *fifo_key = TextDatumGetCString(args.value[kFifoKey]);
-		LockFifoGroup(fifo_key);
-		Datum key[1] = {args.value[kFifoKey]};
-		if (Exec(Stmt::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0)
-			blocked = true;
-	}
-
-	Datum values[12] = {CStringGetTextDatum(blocked ? "BLOCKED" : "READY"),
-	                    BoolGetDatum(!blocked && run_after > now),
-	                    args.value[kPriority],
-	                    args.value[kMaxAttempts],
-	                    args.value[kTimeoutSeconds],
-	                    TimestampTzGetDatum(run_after),
-	                    args.value[kQueue],
-	                    args.value[kJobType],
-	                    args.value[kDedupeKey],
-	                    args.value[kFifoKey],
-	                    args.value[kDependsOn],
-	                    args.value[kPayload]};
-	nulls[4] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
-	nulls[8] = args.isnull[kDedupeKey] ? 'n' : ' ';
-	nulls[9] = args.isnull[kFifoKey] ? 'n' : ' ';
-	nulls[10] = args.isnull[kDependsOn] ? 'n' : ' ';
-	nulls[12] = '\0';
-	Exec(Stmt::kInsertLive, values, nulls, SPI_OK_INSERT_RETURNING);
-	int64 id = ColInt64(0, 1);
-	bool inserted = ColBool(0, 2);
-	if (inserted)
-		stats::Enqueued(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]));
-	bool isnull;
-	wake::PickKey key = wake::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), id);
-	if (inserted && !blocked) {
-		if (run_after > now)
-			wake::NoteDelayed(run_after);
-		else
-			wake::NoteReady(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]), key);
-	} else if (!inserted && IsStatus(ColText(0, 4), "READY")) {
-		wake::NoteHeld(key); /* the dedupe hit locked the holder */
-	}
-	if (inserted && pending_count > 0) {
-		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};
-		Exec(Stmt::kInsertEdges, edge_values, nullptr, SPI_OK_INSERT);
-	}
-	return id;
-}
-
-void
 MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease)
 {
 	FinishRunning(job_id, lease, has_lease, "DONE", "done", nullptr, result, result_null);
+}
+
+int32
+MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
+{
+	Datum *ids;
+	bool *id_nulls;
+	int n;
+	deconstruct_array(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, &id_nulls, &n);
+	Datum *leases = nullptr;
+	bool *lease_nulls = nullptr;
+	if (lease_tokens) {
+		int nleases;
+		deconstruct_array(lease_tokens, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &leases, &lease_nulls, &nleases);
+		if (nleases != n)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("lease_tokens has %d elements, job_ids %d", nleases, n)));
+		for (int i = 0; i < n; i++)
+			if (lease_nulls[i])
+				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("lease_tokens must not contain nulls")));
+	}
+	int64 *sorted = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	for (int i = 0; i < n; i++) {
+		if (id_nulls[i])
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("job_ids must not contain nulls")));
+		sorted[i] = DatumGetInt64(ids[i]);
+	}
+	qsort(sorted, n, sizeof(int64), CompareIds);
+	for (int i = 1; i < n; i++)
+		if (sorted[i] == sorted[i - 1])
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("job_ids must not contain duplicates, %lld repeats", (long long)sorted[i])));
+	if (n == 0)
+		return 0;
+
+	/* One statement finishes every running job outside a FIFO group. */
+	Datum values[6] = {PointerGetDatum(job_ids), PointerGetDatum(lease_tokens), CStringGetTextDatum("DONE"),
+	                   CStringGetTextDatum("done"), Datum(0), Datum(0)};
+	char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
+	uint64 nfinished = Exec(Stmt::kFinishRunningBatch, values, nulls, SPI_OK_SELECT);
+	int64 *finished = static_cast<int64 *>(palloc(sizeof(int64) * (nfinished + 1)));
+	IdList with_dependents{static_cast<int64 *>(palloc(sizeof(int64) * (nfinished + 1))), nullptr, 0};
+	for (uint64 i = 0; i < nfinished; i++) {
+		NoteFinished("DONE", i);
+		finished[i] = ColInt64(i, 7);
+		if (ColBool(i, 1))
+			with_dependents.ids[with_dependents.count++] = finished[i];
+	}
+	for (uint64 i = 0; i < with_dependents.count; i++)
+		AfterFinish(with_dependents.ids[i], "DONE", true, nullptr);
+
+	/* The rest are FIFO group members (finished under their group lock) or
+	 * not running, which raises as mark_done does. */
+	qsort(finished, nfinished, sizeof(int64), CompareIds);
+	for (int i = 0; nfinished < static_cast<uint64>(n) && i < n; i++) {
+		int64 id = DatumGetInt64(ids[i]);
+		if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
+			FinishRunning(id, leases ? leases[i] : Datum(0), leases != nullptr, "DONE", "done", nullptr, Datum(0), true);
+		}
+	}
+	return n;
 }
 
 const char *

@@ -40,6 +40,10 @@ void SetEnqueueDefaults(EnqueueArgs *args);
  * enqueue_batch element in error messages. */
 int64 Enqueue(const EnqueueArgs &args, int element);
 
+/* EnqueueBatch writes the jobs of enqueue_batch's JSON array and appends
+ * their ids (bigint rows) to `out`, in element order. */
+void EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc);
+
 /* PickUp claims up to batch_size runnable jobs for worker_id, waiting up to
  * wait_ms for one to appear, and appends them (as pqrun.jobs rows) to `out`. */
 uint64 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
@@ -53,6 +57,10 @@ bool AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms);
 /* The mark functions take a NULL lease (Datum 0 with has_lease false) to
  * skip fencing. */
 void MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease);
+/* MarkDoneBatch marks every job of job_ids done (fenced by the lease of the
+ * same position when lease_tokens is given) or raises as mark_done would,
+ * and answers how many it marked. */
+int32 MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens);
 const char *MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease,
                       const Interval *retry_after);
 void Heartbeat(int64 job_id, Datum lease, bool has_lease);

@@ -1,4 +1,4 @@
-/* src/queue_internal.hpp — what queue.cpp shares with pickup.cpp.
+/* src/queue_internal.hpp — what queue.cpp shares with enqueue.cpp and pickup.cpp.
  *
  * Not part of the queue's interface (queue.hpp); SPI must be connected.
  */
@@ -15,6 +15,10 @@ enum class ReadyRows { kReady, kMaybeDelayed };
 /* NoteRows reports each row of the last result as a job made READY (for
  * wake-ups, NOTIFY and the pickup hint), or as a delayed one. */
 void NoteRows(uint64 n, ReadyRows layout);
+
+/* LockFifoGroup takes the transaction-level advisory lock of a FIFO group;
+ * see queue.cpp for the lock order. */
+void LockFifoGroup(const char *fifo_key);
 
 /* PromoteDue makes up to `limit` delayed jobs whose run_after has passed,
  * optionally only of the given types and queues, runnable. */

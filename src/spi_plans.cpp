@@ -66,7 +66,7 @@ struct StmtDef {
 	"     locked_by, dedupe_key, fifo_key, depends_on, CASE WHEN status = 'RUNNING' THEN $4 END,"                     \
 	"     COALESCE($5, last_error), $6, payload"                                                                       \
 	"  FROM gone)"                                                                                                     \
-	" SELECT has_dependents, fifo_key, queue, job_type, status::text, locked_at FROM gone"
+	" SELECT has_dependents, fifo_key, queue, job_type, status::text, locked_at, id FROM gone"
 
 const StmtDef kStmts[] = {
 	{Stmt::kInsertLive, "insert live",
@@ -79,6 +79,22 @@ const StmtDef kStmts[] = {
 	 12,
 	 {TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID,
 	  JSONBOID}},
+	/* enqueue_batch's plain elements, one row per array position, inserted
+	 * (and given ids) in element order. */
+	{Stmt::kInsertLiveRun, "insert live run",
+	 "INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"
+	 "   created_at, updated_at, queue, job_type, dedupe_key, payload)"
+	 " SELECT 'READY', e.run_after > pg_catalog.now(), e.priority, e.max_attempts, e.timeout_seconds, e.run_after,"
+	 "   pg_catalog.now(), pg_catalog.now(), e.queue, e.job_type, e.dedupe_key, e.payload"
+	 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),"
+	 "   pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8)) WITH ORDINALITY"
+	 "   AS e(priority, max_attempts, timeout_seconds, run_after, queue, job_type, dedupe_key, payload, n)"
+	 " ORDER BY e.n"
+	 " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO UPDATE SET updated_at = EXCLUDED.updated_at"
+	 " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text, j.queue, j.job_type, j.delayed, j.run_after",
+	 8,
+	 {INT4ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+	  JSONBARRAYOID}},
 	{Stmt::kInsertCancelled, "insert cancelled",
 	 "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
 	 "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
@@ -137,6 +153,15 @@ const StmtDef kStmts[] = {
 	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
 	 "   AND ($2::uuid IS NULL OR lease_token = $2) AND ($7 OR fifo_key IS NULL) RETURNING *)" FINISH_FROM_GONE,
 	 7, {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, BOOLOID}},
+	/* mark_done_batch: the running jobs of $1 (with the leases $2, in the
+	 * same order, when given) that belong to no FIFO group (those need their
+	 * group lock first). */
+	{Stmt::kFinishRunningBatch, "finish running batch",
+	 "WITH gone AS (DELETE FROM pqrun.job_live j WHERE j.id = ANY ($1) AND j.status = 'RUNNING'"
+	 "   AND j.fifo_key IS NULL AND ($2 IS NULL OR (j.id, j.lease_token) IN"
+	 "     (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))))"
+	 "   RETURNING j.*)" FINISH_FROM_GONE,
+	 6, {INT8ARRAYOID, UUIDARRAYOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}},
 	{Stmt::kFinishAny, "finish any",
 	 "WITH gone AS (DELETE FROM pqrun.job_live WHERE id = $1 AND $2::uuid IS NULL RETURNING *)" FINISH_FROM_GONE, 6,
 	 {INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}},

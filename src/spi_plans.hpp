@@ -12,6 +12,7 @@ namespace pqrun::spi {
 
 enum class Stmt {
 	kInsertLive,
+	kInsertLiveRun,
 	kInsertCancelled,
 	kLockLiveDeps,
 	kFinishedDeps,
@@ -28,6 +29,7 @@ enum class Stmt {
 	kPickDue,
 	kPickHead,
 	kFinishRunning,
+	kFinishRunningBatch,
 	kFinishAny,
 	kLockRunning,
 	kFifoKeyOf,

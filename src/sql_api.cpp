@@ -4,7 +4,6 @@
  * cannot (SQLSTATE 22023 for bad values), runs the queue logic inside one
  * SPI connection and packs the result. Nothing else lives here.
  */
-#include "batch_input.hpp"
 #include "boundary.hpp"
 #include "spi_plans.hpp"
 #include "queue.hpp"
@@ -109,21 +108,7 @@ PQRUN_FUNCTION(pqrun_enqueue_batch)
 	Jsonb *jobs = PG_GETARG_JSONB_P(0);
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, INT8OID);
 	Connect();
-	batch::JobCursor cursor;
-	batch::Begin(jobs, &cursor);
-	queue::EnqueueArgs args;
-	/* Each element's garbage (arguments, SPI results) goes when it is done. */
-	MemoryContext element_context = AllocSetContextCreate(CurrentMemoryContext, "pqrun enqueue_batch element",
-	                                                      ALLOCSET_DEFAULT_SIZES);
-	MemoryContext batch_context = MemoryContextSwitchTo(element_context);
-	while (batch::Next(&cursor, &args)) {
-		Datum id = Int64GetDatum(queue::Enqueue(args, cursor.element));
-		bool isnull = false;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
-		SPI_freetuptable(SPI_tuptable);
-		MemoryContextReset(element_context);
-	}
-	MemoryContextSwitchTo(batch_context);
+	queue::EnqueueBatch(jobs, rsinfo->setResult, rsinfo->setDesc);
 	Finish();
 	return Datum(0);
 }
@@ -157,6 +142,19 @@ PQRUN_FUNCTION(pqrun_mark_done)
 	                PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2));
 	Finish();
 	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_mark_done_batch)
+{
+	RequireArg(fcinfo, 0, "job_ids");
+	ArrayType *job_ids = PG_GETARG_ARRAYTYPE_P(0);
+	ArrayType *lease_tokens = PG_ARGISNULL(1) ? nullptr : PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(job_ids) > 1 || (lease_tokens && ARR_NDIM(lease_tokens) > 1))
+		RaiseInvalid("job_ids and lease_tokens must be one-dimensional arrays");
+	Connect();
+	int32 count = queue::MarkDoneBatch(job_ids, lease_tokens);
+	Finish();
+	PG_RETURN_INT32(count);
 }
 
 PQRUN_FUNCTION(pqrun_mark_error)

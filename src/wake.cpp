@@ -8,6 +8,7 @@
 #include "wake.hpp"
 
 #include "boundary.hpp"
+#include "guc.hpp"
 #include "shmem.hpp"
 #include "stats.hpp"
 
@@ -328,7 +329,7 @@ NoteReady(const char *queue, const char *job_type, PickKey key)
 	bool seen = false;
 	for (int i = 0; i < nnotified && !seen; i++)
 		seen = notified[i] == queue_hash;
-	if (!seen) {
+	if (!seen && pqrun_notify) {
 		Async_Notify(kChannel, queue);
 		if (nnotified < kMaxPending)
 			notified[nnotified++] = queue_hash;

@@ -12,6 +12,8 @@
 # attempt, with one pqrun.job_attempts row (outcome 'done') by the worker that
 # picked it, and no client ever gets an error (a double pickup would make a
 # fenced mark_done raise 55000).
+# Phase 3: the same drain with batch pickups of 50 and one mark_done_batch
+# (fenced by the leases) per batch, in separate transactions.
 # Phase 2: 8 clients enqueue 200 jobs each with a random key out of 50 shared
 # dedupe keys, all at the same time. API.md: exactly one unfinished job per
 # key exists afterwards.
@@ -119,6 +121,26 @@ check "the $keys keys are all distinct" "$keys" \
 check "no other job with those keys exists" "$keys" "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'dedupe'"
 check "they are READY and untouched" "$keys" \
 	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'dedupe' AND status = 'READY' AND attempts = 0"
+
+echo "== phase 3: $clients clients drain $jobs jobs in batches (pickup 50, mark_done_batch)"
+q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'batch'))
+	FROM generate_series(1, $jobs)))" >/dev/null || exit 1
+cat >"$tmp/batch.sql" <<'EOF'
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease_token), '{}') AS leases
+  FROM pqrun.pickup('b' || :client_id::text, job_types => '{batch}', batch_size => 50) \gset
+SELECT pqrun.mark_done_batch(:ids::bigint[], :leases::uuid[]);
+EOF
+t4=$(now_ms)
+bench batch "$tmp/batch.sql" $((jobs / 50 / clients * 3 / 2 + 2)) "${PQRUN_DRAIN_TIMEOUT:-75}"
+echo "     batch drain: $(($(now_ms) - t4)) ms"
+check "every batch job is DONE after exactly one attempt" "$jobs" \
+	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'batch' AND status = 'DONE' AND attempts = 1"
+check "one attempt row per batch job, outcome done, by the picking worker" "$jobs" \
+	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
+	  WHERE j.job_type = 'batch' AND a.outcome = 'done' AND a.attempt = 1"
+check "every client finished batches" "$clients" \
+	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'batch'"
+check "queue_stats counts them done" "$jobs" "SELECT done FROM pqrun.queue_stats WHERE job_type = 'batch'"
 
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 [ $violations = 0 ]

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# test/shell/upgrade.sh — ALTER EXTENSION pqrun UPDATE from every released
+# version, with jobs, schedules and a running worker in flight.
+#
+# Runs against the already running test server (test/run.sh exports PGHOST,
+# PGPORT, PGUSER) in databases of its own. For each released version V older
+# than the default (the frozen scripts sql/pqrun--V.sql):
+#   1. CREATE EXTENSION pqrun VERSION 'V'; a worker role; jobs in every state
+#      (DONE, FAILED, CANCELLED, READY, delayed, BLOCKED on a dependency,
+#      FIFO-blocked, RUNNING held by a live session) and an interval schedule
+#      that the background worker fires every second;
+#   2. ALTER EXTENSION pqrun UPDATE while the maintenance worker is connected
+#      and the RUNNING job's session is still alive;
+#   3. nothing was lost: every job row, attempt and schedule is as before
+#      (fingerprinted), and the catalog of the updated extension is the same
+#      as a fresh CREATE EXTENSION of the new version (functions with their
+#      arguments, security and settings, columns, indexes, constraints,
+#      views, privileges, extension members);
+#   4. it keeps working: the schedule goes on firing, the held job is
+#      finished by its worker role through the new version's functions, the
+#      dependent job is released, and the role granted under V can call what
+#      the new version added.
+set -uo pipefail
+
+export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+current=$(sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" "$repo/pqrun.control")
+fresh=pqrun_upgrade_fresh_$$
+role=pqrun_upgrade_worker_$$
+holder_pid=
+
+source "$(dirname "$0")/../lib/checks.sh"
+
+cleanup() {
+	[ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
+	for d in $(psql -X -qtA -d postgres -c "SELECT datname FROM pg_database WHERE datname LIKE 'pqrun_upgrade_%_$$'"); do
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null
+	done
+	psql -X -q -d postgres -c "DROP ROLE IF EXISTS $role" >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+# The catalog of the extension in database $db, one line per fact.
+catalog() {
+	q <<'SQL'
+WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'pqrun'),
+members AS (
+	SELECT pg_describe_object(classid, objid, objsubid) AS fact FROM pg_depend, ext
+	 WHERE refclassid = 'pg_extension'::regclass AND refobjid = ext.oid AND deptype = 'e'),
+functions AS (
+	SELECT format('%s -> %s %s secdef=%s config=%s volatile=%s strict=%s rows=%s acl=%s', p.oid::regprocedure,
+	              pg_get_function_result(p.oid), pg_get_function_arguments(p.oid), p.prosecdef, p.proconfig,
+	              p.provolatile, p.proisstrict, p.prorows, p.proacl)
+	  FROM pg_proc p WHERE p.pronamespace = 'pqrun'::regnamespace),
+columns AS (
+	SELECT format('%s.%s %s notnull=%s default=%s', a.attrelid::regclass, a.attname,
+	              format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid))
+	  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	 WHERE c.relnamespace = 'pqrun'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped),
+relations AS (
+	SELECT format('%s kind=%s acl=%s options=%s view=%s', c.oid::regclass, c.relkind, c.relacl, c.reloptions,
+	              CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END)
+	  FROM pg_class c WHERE c.relnamespace = 'pqrun'::regnamespace),
+indexes AS (
+	SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+	 WHERE c.relnamespace = 'pqrun'::regnamespace),
+constraints AS (
+	SELECT format('%s %s %s', conrelid::regclass, conname, pg_get_constraintdef(oid)) FROM pg_constraint
+	 WHERE connamespace = 'pqrun'::regnamespace),
+types AS (
+	SELECT format('%s %s', enumtypid::regtype, string_agg(enumlabel, ',' ORDER BY enumsortorder)) FROM pg_enum
+	 WHERE enumtypid::regtype::text LIKE 'pqrun.%' GROUP BY enumtypid)
+SELECT fact FROM (SELECT fact FROM members UNION ALL TABLE functions UNION ALL TABLE columns
+                  UNION ALL TABLE relations UNION ALL TABLE indexes UNION ALL TABLE constraints
+                  UNION ALL TABLE types) AS f(fact)
+ ORDER BY 1;
+SQL
+}
+
+# Everything that must survive the update untouched (the schedule's own jobs
+# excluded: the worker keeps adding them).
+contents() {
+	q -c "SELECT md5(string_agg(j::text, '|' ORDER BY id)) FROM pqrun.jobs j WHERE job_type <> 'tick'" \
+	  -c "SELECT md5(string_agg(a::text, '|' ORDER BY job_id, attempt)) FROM pqrun.job_attempts a" \
+	  -c "SELECT string_agg(format('%s/%s %s %s %s %s', name, key, job_type, run_every, cron, active), '|' ORDER BY name)
+	        FROM pqrun.periodic" \
+	  -c "SELECT string_agg(format('%s>%s', job_id, dep_id), ',' ORDER BY job_id, dep_id) FROM pqrun.job_dep"
+}
+
+psql -X -q -d postgres -c "CREATE ROLE $role LOGIN" || exit 1
+db=$fresh
+createdb "$fresh" || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
+catalog >"/tmp/pqrun-upgrade-fresh-$$.txt"
+
+released=$(cd "$repo/sql" && ls pqrun--*.sql | sed -n 's/^pqrun--\([0-9.]*\)\.sql$/\1/p' | grep -vx "$current" | sort -V)
+[ -n "$released" ] || { echo "FAIL: no released version to update from (sql/pqrun--<version>.sql)"; exit 1; }
+
+for from in $released; do
+	db=pqrun_upgrade_${from//./_}_$$
+	echo "== $from -> $current in $db"
+	createdb "$db" || exit 1
+	q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$from'" || exit 1
+	check "installed version" "$from" "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'"
+	q -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
+	q >/dev/null <<'SQL' || exit 1
+SELECT pqrun.enqueue('done', '{"k": 1}');                               -- 1
+SELECT pqrun.enqueue('failed', max_attempts => 1);                      -- 2
+SELECT pqrun.enqueue('cancelled');                                      -- 3
+SELECT pqrun.enqueue('ready', '{"k": 4}', priority => 3, dedupe_key => 'ready-4');  -- 4
+SELECT pqrun.enqueue('delayed', run_after => now() + interval '1 day'); -- 5
+SELECT pqrun.enqueue('held');                                           -- 6
+SELECT pqrun.enqueue('dependent', depends_on => ARRAY[6::bigint]);      -- 7
+SELECT pqrun.enqueue('fifo', fifo_key => 'g');                          -- 8
+SELECT pqrun.enqueue('fifo', fifo_key => 'g');                          -- 9
+SELECT id FROM pqrun.pickup('old', job_types => ARRAY['done', 'failed']);
+SELECT id FROM pqrun.pickup('old', job_types => ARRAY['failed', 'done']);
+SELECT pqrun.mark_done(1, '{"r": 1}');
+SELECT pqrun.mark_error(2, 'boom');
+SELECT pqrun.cancel(3, 'not needed');
+SELECT pqrun.schedule('tick', 'tick', run_every => '1 second');
+SQL
+	# Job 6 is picked up by a session that stays alive through the update,
+	# so orphan rescue leaves it RUNNING.
+	psql -X -qtA -d "$db" -c "SELECT id FROM pqrun.pickup('holder', job_types => ARRAY['held'])" \
+		-c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+	holder_pid=$!
+	wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = 6" || violations=$((violations + 1))
+	wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick'" || violations=$((violations + 1))
+	check "the maintenance worker is connected" 1 \
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = current_database()"
+	before=$(contents)
+
+	q -c "ALTER EXTENSION pqrun UPDATE" || violations=$((violations + 1))
+	upgraded_at=$(q -c "SELECT clock_timestamp()")
+	check "updated version" "$current" "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'"
+	assert "jobs, attempts, schedules and edges are unchanged" [ "$(contents)" = "$before" ]
+	catalog >"/tmp/pqrun-upgrade-$from-$$.txt"
+	if diff -u "/tmp/pqrun-upgrade-fresh-$$.txt" "/tmp/pqrun-upgrade-$from-$$.txt" >"/tmp/pqrun-upgrade-diff-$$.txt"; then
+		echo "ok   the catalog equals a fresh CREATE EXTENSION of $current"
+	else
+		echo "FAIL the catalog differs from a fresh CREATE EXTENSION of $current:"
+		head -n 40 "/tmp/pqrun-upgrade-diff-$$.txt"
+		violations=$((violations + 1))
+	fi
+	rm -f "/tmp/pqrun-upgrade-$from-$$.txt" "/tmp/pqrun-upgrade-diff-$$.txt"
+
+	check "job 6 is still RUNNING for its holder" "RUNNING holder" "SELECT status || ' ' || locked_by FROM pqrun.jobs WHERE id = 6"
+	if wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick' AND created_at > '$upgraded_at'"; then
+		echo "ok   the schedule keeps firing after the update"
+	else
+		violations=$((violations + 1))
+	fi
+	check "the worker role finishes job 6 with a function added by the update" 1 \
+		"SET ROLE $role; SELECT pqrun.mark_done_batch(ARRAY[6::bigint])"
+	check "the dependent is released" READY "SELECT status FROM pqrun.jobs WHERE id = 7"
+	check "the worker role drains the rest" "4,7,8" \
+		"SET ROLE $role; SELECT string_agg(id::text, ',' ORDER BY id) FROM pqrun.pickup('new', job_types => ARRAY['ready', 'dependent', 'fifo'], batch_size => 10)"
+	assert "mark_done still fences by lease (55000)" \
+		grep -q '^ERROR:  55000' <(q -v VERBOSITY=sqlstate -c "SELECT pqrun.mark_done(8, lease_token => gen_random_uuid())" 2>&1)
+	check "mark_done_batch finishes a FIFO head" 3 "SELECT pqrun.mark_done_batch(ARRAY[4, 7, 8]::bigint[])"
+	check "and releases its successor" READY "SELECT status FROM pqrun.jobs WHERE id = 9"
+	kill "$holder_pid" 2>/dev/null
+	holder_pid=
+done
+
+echo "$violations violation(s)"
+rm -f "/tmp/pqrun-upgrade-fresh-$$.txt"
+[ $violations = 0 ]
