@@ -370,7 +370,8 @@ pgver=$(q postgres "SHOW server_version")
 	echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, $(uname -sr); load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "- PostgreSQL $pgver, loopback, shared_buffers 1GB, fsync on, synchronous_commit on; pqrun $tested"
 	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b drain $jobs jobs, W3 $deep, W2/W5 start at $w2_depth; total ${elapsed}s"
-	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep bash bench/run.sh\`"
+	echo "- pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off} in bench_pqrun (nobody LISTENs; the long poll wakes consumers)"
+	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep bash bench/run.sh\`"
 	echo "- raw figures: bench/results/$stamp.csv (one row per measurement); below, medians over rounds"
 	echo
 	q bench_meta "\\copy results FROM '$repo/$csv' WITH (FORMAT csv, HEADER)" >/dev/null

@@ -24,6 +24,9 @@ setup_databases() {
 	done
 	q bench_pqrun "CREATE EXTENSION pqrun; CREATE SCHEMA bench;
 		CREATE TABLE bench.l1 (id bigint PRIMARY KEY, lat_us bigint NOT NULL)" >/dev/null
+	# Nobody LISTENs here (consumers long-poll) and the baseline sends no
+	# NOTIFY either; BENCH_PQRUN_NOTIFY=on measures the default instead.
+	q postgres "ALTER DATABASE bench_pqrun SET pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off}" >/dev/null
 	qf bench_baseline bench/lib/baseline.sql
 	[ "${have_pgq:-1}" = 1 ] && qf bench_pgq bench/lib/pgq.sql
 	q bench_l0 "CREATE SCHEMA l0;
