@@ -78,14 +78,19 @@ SELECT id, status, attempts FROM pqrun.jobs WHERE job_type = 'delayed' ORDER BY 
 SELECT pqrun.enqueue('past', run_after => now() - interval '1 day') AS id;  -- 15
 SELECT id FROM pqrun.pickup('w', job_types => ARRAY['past']);
 
--- 7. Among due jobs the order is still priority DESC, id ASC, delayed or not.
-SELECT pqrun.enqueue('mix', run_after => now() + interval '1 minute', priority => 1) AS id;  -- 16
+-- 7. Among due jobs the order is still priority DESC, id ASC, delayed or not:
+-- job 16 falls due (for real: pickups skip promoting until the earliest
+-- delayed job is due) and outranks 17 by id. The row lock keeps the
+-- background worker from promoting it first.
+SELECT pqrun.enqueue('mix', run_after => clock_timestamp() + interval '1 second', priority => 1) AS id;  -- 16
 SELECT pqrun.enqueue('mix', priority => 1) AS id;  -- 17
 SELECT pqrun.enqueue('mix', priority => 0) AS id;  -- 18
 BEGIN;
-UPDATE pqrun.job_live SET run_after = now() - interval '1 second' WHERE id = 16;  -- internal: make it due
-SELECT id, priority FROM pqrun.pickup('w', job_types => ARRAY['mix'], batch_size => 3);
+SELECT id FROM pqrun.job_live WHERE id = 16 AND delayed FOR UPDATE;  -- internal
+SELECT pg_sleep(1.2);
+SELECT id, priority FROM pqrun.pickup('w', job_types => ARRAY['mix'], batch_size => 2);
 COMMIT;
+SELECT id, priority FROM pqrun.pickup('w', job_types => ARRAY['mix'], batch_size => 2);
 
 -- 8. A job enqueued and picked in the same transaction works; a pickup in
 -- a transaction that rolls back leaves the job READY with attempts 0.

@@ -56,7 +56,7 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
 	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
-	if (!waited && !will_wait)
+	if (!waited && !will_wait && wake::DelayedMayBeDue())
 		PromoteDue(job_types, queues, batch_size);
 	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
 	/* Start at the pickup hint, past the dead entries at the head of the
@@ -98,16 +98,8 @@ SleepMs(bool registered, TimestampTz deadline)
 		until = Min(deadline, TimestampTzPlusMilliseconds(now, 50));
 	} else {
 		TimestampTz due = wake::NextDue();
-		if (due != 0 && due <= now) {
-			/* Whatever was due has been promoted: learn the next one. */
-			due = 0;
-			if (Exec(Stmt::kNextDelayed, nullptr, nullptr, SPI_OK_SELECT) > 0) {
-				bool isnull;
-				Datum next = Col(0, 1, &isnull);
-				due = isnull ? 0 : DatumGetTimestampTz(next);
-			}
-			wake::SetNextDue(due);
-		}
+		if (due == 0 || due <= now)
+			due = LearnNextDue(due); /* whatever was due has been promoted */
 		if (due > now && due < until)
 			until = due;
 	}
@@ -173,6 +165,18 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 }
 
 } // namespace
+
+TimestampTz
+LearnNextDue(TimestampTz seen)
+{
+	bool isnull = true;
+	Datum next = Datum(0);
+	if (Exec(Stmt::kNextDelayed, nullptr, nullptr, SPI_OK_SELECT) > 0)
+		next = Col(0, 1, &isnull);
+	TimestampTz due = isnull ? DT_NOEND : DatumGetTimestampTz(next);
+	wake::ReplaceNextDue(seen, due);
+	return due;
+}
 
 uint64
 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,

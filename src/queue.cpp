@@ -506,6 +506,8 @@ RunMaintenance()
 		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
 
 	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
+	/* Pickups skip promoting until then (wake.hpp). */
+	LearnNextDue(wake::NextDue());
 	/* Backstop for the pickup hint: whatever became READY without telling
 	 * (a manual UPDATE, say) is found within a round. */
 	if (Exec(Stmt::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)

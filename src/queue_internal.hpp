@@ -24,4 +24,9 @@ void LockFifoGroup(const char *fifo_key);
  * optionally only of the given types and queues, runnable. */
 uint64 PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit);
 
+/* LearnNextDue looks up when the earliest delayed job falls due, records it
+ * as next_due unless a commit changed that from `seen` (read before this
+ * call) meanwhile, and answers it (DT_NOEND for none). */
+TimestampTz LearnNextDue(TimestampTz seen);
+
 } // namespace pqrun::queue

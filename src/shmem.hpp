@@ -28,7 +28,7 @@ struct DatabaseSlot {
 	Latch *latch;
 	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
 	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
-	TimestampTz next_due;    /* earliest known delayed job of the database, 0 if none */
+	TimestampTz next_due;    /* earliest delayed job: 0 unknown, DT_NOEND none (wake.hpp) */
 	/* Pickup hint (wake.cpp): no READY job has a pickup key below it. */
 	bool hint_set;
 	int64 hint_neg_priority;

@@ -92,6 +92,21 @@ MySlot(shmem::SharedState *shared)
 	return nullptr;
 }
 
+/* ChangeNextDue replaces this database's next_due with change(next_due),
+ * atomically. */
+template <typename Change>
+void
+ChangeNextDue(Change change)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shmem::DatabaseSlot *slot = MySlot(shared))
+		slot->next_due = change(slot->next_due);
+	LWLockRelease(shared->lock);
+}
+
 /* Queues already notified in this transaction (NOTIFY also deduplicates,
  * but this keeps batch enqueues from calling it per job). */
 uint32 notified[kMaxPending];
@@ -165,9 +180,8 @@ LowerNextDue()
 {
 	if (earliest_delayed == 0)
 		return;
-	TimestampTz due = NextDue();
-	if (due == 0 || earliest_delayed < due)
-		SetNextDue(earliest_delayed);
+	/* Unknown stays unknown: older delayed jobs may exist (wake.hpp). */
+	ChangeNextDue([](TimestampTz current) { return current != 0 && earliest_delayed < current ? earliest_delayed : current; });
 	/* A waiter may be sleeping past the new due time: let one re-time. */
 	overflow = true;
 	npending = 0;
@@ -420,16 +434,16 @@ NextDue()
 }
 
 void
-SetNextDue(TimestampTz due)
+ReplaceNextDue(TimestampTz seen, TimestampTz due)
 {
-	shmem::SharedState *shared = shmem::Shared();
-	if (shared == nullptr)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	for (shmem::DatabaseSlot &s : shared->slots)
-		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
-			s.next_due = due;
-	LWLockRelease(shared->lock);
+	ChangeNextDue([seen, due](TimestampTz current) { return current == seen ? due : current; });
+}
+
+bool
+DelayedMayBeDue()
+{
+	TimestampTz due = NextDue();
+	return due == 0 || due <= GetCurrentTimestamp();
 }
 
 void

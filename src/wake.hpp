@@ -49,10 +49,21 @@ void Unregister();
 /* PrepareCheck marks this waiter as not woken, before it looks for jobs. */
 void PrepareCheck();
 
-/* NextDue answers when the earliest known delayed job of this database is
- * due (0 if none is known). */
+/* NextDue answers when the earliest delayed job of this database falls due:
+ * 0 when that is unknown (not computed since the server started), DT_NOEND
+ * when there is none. It never exceeds the run_after of a committed delayed
+ * job: commits that create one lower it, and it is only ever recomputed from
+ * a snapshot taken after the value it replaces was read. So pickups may skip
+ * promoting delayed jobs until then (only a manual UPDATE of run_after in
+ * pqrun.job_live can outrun it, until the next maintenance round). */
 TimestampTz NextDue();
-void SetNextDue(TimestampTz due);
+
+/* ReplaceNextDue sets next_due to `due`, found by a query started after
+ * NextDue() answered `seen`, unless a commit changed it meanwhile. */
+void ReplaceNextDue(TimestampTz seen, TimestampTz due);
+
+/* DelayedMayBeDue answers whether a delayed job may have fallen due. */
+bool DelayedMayBeDue();
 
 /* InstallCallbacks registers the transaction callback; from _PG_init. */
 void InstallCallbacks();
