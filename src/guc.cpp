@@ -17,6 +17,7 @@ char *pqrun_cron_timezone = nullptr;
 int pqrun_retention = 7 * 24 * 3600;
 int pqrun_max_payload_bytes = 1024 * 1024;
 bool pqrun_notify = true;
+int pqrun_malloc_trim_threshold = 4096;
 
 namespace pqrun::guc {
 
@@ -88,6 +89,16 @@ Define()
 	                         gettext_noop("PostgreSQL serializes the commits of notifying transactions; turn this off "
 	                                      "where nothing LISTENs (long polls are woken without it)."),
 	                         &pqrun_notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	/* A restart-only setting can only be defined while the postmaster loads
+	 * the library; loaded later, pqrun leaves malloc alone. */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("pqrun.malloc_trim_threshold",
+		                        gettext_noop("Free heap a backend keeps instead of returning it to the kernel (glibc), 0 to "
+		                                     "leave glibc's default."),
+		                        gettext_noop("glibc returns the top of the heap after every statement that freed more "
+		                                     "than 128kB, and pays page faults to take it back on the next one."),
+		                        &pqrun_malloc_trim_threshold, 4096, 0, 1024 * 1024, PGC_POSTMASTER, GUC_UNIT_KB, nullptr,
+		                        nullptr, nullptr);
 	MarkGUCPrefixReserved("pqrun");
 }
 
