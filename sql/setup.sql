@@ -64,6 +64,12 @@ SELECT name, setting, unit
  WHERE name IN ('pqrun.backoff', 'pqrun.max_payload_bytes', 'pqrun.stale_timeout', 'pqrun.retention')
  ORDER BY name;
 
+-- Settings beyond API.md, with their defaults and when they can change.
+SELECT name, setting, unit, context
+  FROM pg_settings
+ WHERE name IN ('pqrun.notify', 'pqrun.malloc_trim_threshold')
+ ORDER BY name;
+
 -- The monitoring queries of API.md work verbatim (on the empty queue).
 SELECT * FROM pqrun.jobs WHERE status = 'RUNNING';
 SELECT * FROM pqrun.jobs WHERE status = 'FAILED' AND finished_at > now() - interval '1 hour';
