@@ -92,18 +92,18 @@ MySlot(shmem::SharedState *shared)
 	return nullptr;
 }
 
-/* ChangeNextDue replaces this database's next_due with change(next_due),
- * atomically. */
-template <typename Change>
+/* UpdateMySlot runs update(slot) on this database's slot, if it has one,
+ * under the exclusive lock. */
+template <typename Update>
 void
-ChangeNextDue(Change change)
+UpdateMySlot(Update update)
 {
 	shmem::SharedState *shared = shmem::Shared();
 	if (shared == nullptr)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (shmem::DatabaseSlot *slot = MySlot(shared))
-		slot->next_due = change(slot->next_due);
+		update(*slot);
 	LWLockRelease(shared->lock);
 }
 
@@ -181,7 +181,10 @@ LowerNextDue()
 	if (earliest_delayed == 0)
 		return;
 	/* Unknown stays unknown: older delayed jobs may exist (wake.hpp). */
-	ChangeNextDue([](TimestampTz current) { return current != 0 && earliest_delayed < current ? earliest_delayed : current; });
+	UpdateMySlot([](shmem::DatabaseSlot &slot) {
+		if (slot.next_due != 0 && earliest_delayed < slot.next_due)
+			slot.next_due = earliest_delayed;
+	});
 	/* A waiter may be sleeping past the new due time: let one re-time. */
 	overflow = true;
 	npending = 0;
@@ -299,39 +302,27 @@ ReadHint(PickKey *key, uint64 *gen)
 void
 RaiseHint(uint64 gen, PickKey key)
 {
-	shmem::SharedState *shared = shmem::Shared();
-	if (shared == nullptr)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shmem::DatabaseSlot *slot = MySlot(shared);
-	if (slot && slot->hint_gen == gen) {
-		PickKey current{slot->hint_neg_priority, slot->hint_id};
-		if (!slot->hint_set || Less(current, key)) {
-			slot->hint_neg_priority = key.neg_priority;
-			slot->hint_id = key.id;
-			slot->hint_set = true;
+	UpdateMySlot([gen, key](shmem::DatabaseSlot &slot) {
+		PickKey current{slot.hint_neg_priority, slot.hint_id};
+		if (slot.hint_gen == gen && (!slot.hint_set || Less(current, key))) {
+			slot.hint_neg_priority = key.neg_priority;
+			slot.hint_id = key.id;
+			slot.hint_set = true;
 		}
-	}
-	LWLockRelease(shared->lock);
+	});
 }
 
 void
 LowerHint(PickKey key)
 {
-	shmem::SharedState *shared = shmem::Shared();
-	if (shared == nullptr)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shmem::DatabaseSlot *slot = MySlot(shared);
-	if (slot) {
-		slot->hint_gen++;
-		PickKey current{slot->hint_neg_priority, slot->hint_id};
-		if (slot->hint_set && Less(key, current)) {
-			slot->hint_neg_priority = key.neg_priority;
-			slot->hint_id = key.id;
+	UpdateMySlot([key](shmem::DatabaseSlot &slot) {
+		slot.hint_gen++;
+		PickKey current{slot.hint_neg_priority, slot.hint_id};
+		if (slot.hint_set && Less(key, current)) {
+			slot.hint_neg_priority = key.neg_priority;
+			slot.hint_id = key.id;
 		}
-	}
-	LWLockRelease(shared->lock);
+	});
 }
 
 void
@@ -436,7 +427,10 @@ NextDue()
 void
 ReplaceNextDue(TimestampTz seen, TimestampTz due)
 {
-	ChangeNextDue([seen, due](TimestampTz current) { return current == seen ? due : current; });
+	UpdateMySlot([seen, due](shmem::DatabaseSlot &slot) {
+		if (slot.next_due == seen)
+			slot.next_due = due;
+	});
 }
 
 bool
