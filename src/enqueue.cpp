@@ -343,8 +343,9 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 	MemoryContext batch_context = MemoryContextSwitchTo(contexts[current]);
 	EnqueueArgs args;
 	while (batch::Next(&cursor, &args)) {
-		Validate(args, cursor.element);
 		bool plain = args.isnull[kDependsOn] && args.isnull[kFifoKey];
+		if (plain)
+			Validate(args, cursor.element); /* Enqueue validates the others */
 		bool has_key = !args.isnull[kDedupeKey];
 		if (plain && run->count < kRunCapacity && (!has_key || AddKey(run, args.value[kDedupeKey]))) {
 			run->args[run->count++] = args;
