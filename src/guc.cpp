@@ -17,6 +17,7 @@ char *pqrun_cron_timezone = nullptr;
 int pqrun_retention = 7 * 24 * 3600;
 int pqrun_max_payload_bytes = 1024 * 1024;
 bool pqrun_notify = true;
+bool pqrun_synchronous_pickup = false;
 int pqrun_malloc_trim_threshold = 4096;
 
 namespace pqrun::guc {
@@ -89,6 +90,13 @@ Define()
 	                         gettext_noop("PostgreSQL serializes the commits of notifying transactions; turn this off "
 	                                      "where nothing LISTENs (long polls are woken without it)."),
 	                         &pqrun_notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	DefineCustomBoolVariable("pqrun.synchronous_pickup",
+	                         gettext_noop("Makes a transaction that did nothing but claim jobs wait for its commit to "
+	                                      "reach disk."),
+	                         gettext_noop("Off, such a transaction commits asynchronously: a crash may forget the claim, "
+	                                      "and the job is then picked up again, as orphan rescue would do after any "
+	                                      "crash. Transactions that wrote anything else are never affected."),
+	                         &pqrun_synchronous_pickup, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	/* A restart-only setting can only be defined while the postmaster loads
 	 * the library; loaded later, pqrun leaves malloc alone. */
 	if (process_shared_preload_libraries_in_progress)

@@ -13,6 +13,7 @@ extern char *pqrun_cron_timezone;
 extern int pqrun_retention;         /* s, 0 = keep */
 extern int pqrun_max_payload_bytes;
 extern bool pqrun_notify;
+extern bool pqrun_synchronous_pickup;
 extern int pqrun_malloc_trim_threshold; /* kB, 0 = glibc's default */
 }
 

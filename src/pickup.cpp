@@ -7,6 +7,7 @@
  * deadline; await_jobs does the same without claiming and without holding a
  * snapshot.
  */
+#include "pickup_commit.hpp"
 #include "queue.hpp"
 #include "queue_internal.hpp"
 #include "spi_plans.hpp"
@@ -187,16 +188,19 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	Datum values[7] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
 	                   PointerGetDatum(queues), Datum(0), Datum(0), Datum(0)};
 	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
-	if (wait_ms <= 0)
-		return ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
-
+	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
-	LongPoll(job_types, queues, wait_ms,
-	         [&](bool waited) {
-		         claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
-		         return claimed > 0;
-	         },
-	         [] {});
+	if (wait_ms <= 0) {
+		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
+	} else {
+		LongPoll(job_types, queues, wait_ms,
+		         [&](bool waited) {
+			         claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
+			         return claimed > 0;
+		         },
+		         [] {});
+	}
+	pickup_commit::AfterPickup(claims_only);
 	return claimed;
 }
 

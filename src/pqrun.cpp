@@ -7,6 +7,7 @@
 #include "bgw.hpp"
 #include "boundary.hpp"
 #include "guc.hpp"
+#include "pickup_commit.hpp"
 #include "shmem.hpp"
 #include "utility_hook.hpp"
 #include "wake.hpp"
@@ -42,6 +43,7 @@ Init()
 {
 	pqrun::guc::Define();
 	pqrun::wake::InstallCallbacks();
+	pqrun::pickup_commit::InstallCallbacks();
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	TuneMalloc();

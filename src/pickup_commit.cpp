@@ -1,0 +1,77 @@
+/* src/pickup_commit.cpp — asynchronous commit of claim-only transactions.
+ *
+ * XactLastRecEnd is the end of the last WAL record this transaction wrote
+ * (0 before its first). A pickup that starts with nothing written, or right
+ * after another such pickup, remembers it afterwards; at pre-commit, an
+ * unchanged value means nothing else wrote WAL since, and an XID assigned
+ * before the first pickup without WAL (a temporary table) rules the
+ * transaction out at that pickup. The commit is then made asynchronous
+ * with SET LOCAL synchronous_commit = off, which the end of the transaction
+ * undoes.
+ */
+#include "pickup_commit.hpp"
+
+#include "boundary.hpp"
+#include "guc.hpp"
+
+extern "C" {
+#include "access/xlog.h"
+}
+
+namespace pqrun::pickup_commit {
+
+namespace {
+
+/* Where the last claim-only pickup's WAL ended; InvalidXLogRecPtr when the
+ * transaction wrote no WAL that way or wrote something else first. */
+XLogRecPtr claims_end = InvalidXLogRecPtr;
+/* Whether the transaction's writes so far are pickups' claims only. */
+bool claims_only = false;
+
+void
+OnXactEvent(XactEvent event)
+{
+	switch (event) {
+	case XACT_EVENT_PRE_COMMIT:
+		if (claims_only && claims_end != InvalidXLogRecPtr && XactLastRecEnd == claims_end &&
+		    !pqrun_synchronous_pickup && synchronous_commit > SYNCHRONOUS_COMMIT_OFF)
+			(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+			                        false);
+		break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PREPARE:
+		claims_end = InvalidXLogRecPtr;
+		claims_only = false;
+		break;
+	default:
+		break;
+	}
+}
+
+} // namespace
+
+bool
+ClaimsOnlySoFar()
+{
+	if (XactLastRecEnd == InvalidXLogRecPtr)
+		return !TransactionIdIsValid(GetTopTransactionIdIfAny());
+	return claims_only && XactLastRecEnd == claims_end;
+}
+
+void
+AfterPickup(bool only)
+{
+	claims_only = only;
+	claims_end = only ? XactLastRecEnd : InvalidXLogRecPtr;
+}
+
+void
+InstallCallbacks()
+{
+	RegisterXactCallback([](XactEvent event, void *) { GuardedEntry([=]() { OnXactEvent(event); }); }, nullptr);
+}
+
+} // namespace pqrun::pickup_commit
