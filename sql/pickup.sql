@@ -40,6 +40,10 @@ COMMIT;
 -- The lease in the returned row is the job's current lease.
 SELECT lease_token AS pickup_lease FROM pqrun.jobs WHERE id = 7 \gset
 SELECT count(*) AS distinct_leases FROM (SELECT DISTINCT lease_token FROM pqrun.jobs) s;
+-- Leases are version-4 UUIDs of the RFC 4122 variant, and distinct.
+SELECT count(*) FILTER (WHERE lease_token::text !~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$') AS not_v4
+  FROM pqrun.jobs WHERE lease_token IS NOT NULL;
+SELECT count(DISTINCT t) AS distinct_of_100000 FROM (SELECT pqrun._lease_token() AS t FROM generate_series(1, 100000)) s;
 -- A job picked a second time (after a retry) gets attempts 2 and a new lease.
 SELECT pqrun.mark_error(7, 'first try failed', retry_after => '0');
 SELECT id, attempts, locked_by, lease_token <> :'pickup_lease' AS new_lease

@@ -353,6 +353,13 @@ REVOKE ALL ON ALL PROCEDURES IN SCHEMA pqrun FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA pqrun FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA pqrun FROM PUBLIC;
 
+/* A fresh lease token for each claimed row, called by pickup's claim (which
+ * runs as the owner). Not SECURITY DEFINER: switching role and search_path on
+ * every row would cost more than the token itself. */
+CREATE FUNCTION pqrun._lease_token() RETURNS uuid
+AS 'MODULE_PATHNAME', 'pqrun_lease_token' LANGUAGE c VOLATILE;
+REVOKE ALL ON FUNCTION pqrun._lease_token() FROM PUBLIC;
+
 CREATE FUNCTION pqrun.grant_producer(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN

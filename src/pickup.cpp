@@ -15,10 +15,6 @@
 #include "stats.hpp"
 #include "wake.hpp"
 
-extern "C" {
-#include "utils/resowner.h"
-}
-
 namespace pqrun::queue {
 
 using namespace spi;

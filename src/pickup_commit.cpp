@@ -14,10 +14,6 @@
 #include "boundary.hpp"
 #include "guc.hpp"
 
-extern "C" {
-#include "access/xlog.h"
-}
-
 namespace pqrun::pickup_commit {
 
 namespace {

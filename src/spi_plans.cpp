@@ -33,12 +33,13 @@ struct StmtDef {
  * ones other pickers hold. The claimed ids go through an array rather than a
  * join so that the (generic) plan updates them by primary key. */
 /* Claim the rows `candidates` selects for worker $1 at time `at`. */
+#define LEASE_TOKEN "pqrun._lease_token()"
 #define CLAIM(candidates, at)                                                                                          \
 	"WITH claimed AS ("                                                                                                \
 	"  UPDATE pqrun.job_live j"                                                                                        \
 	"     SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1,"                                        \
 	"         locked_at = " at ", locked_by = $1,"                                                                    \
-	"         lease_token = pg_catalog.gen_random_uuid(), heartbeat_at = NULL,"                                       \
+	"         lease_token = " LEASE_TOKEN ", heartbeat_at = NULL,"                                                  \
 	"         holder_pid = pg_catalog.pg_backend_pid(), updated_at = " at                                             \
 	"   WHERE j.id = ANY (ARRAY(" candidates "))"                                                                      \
 	"  RETURNING j.*)"                                                                                                 \
@@ -328,6 +329,26 @@ static_assert(sizeof(kStmts) / sizeof(kStmts[0]) == static_cast<size_t>(Stmt::kC
 /* Kept plans of this backend, indexed by Stmt; they live in CacheMemoryContext. */
 SPIPlanPtr plans[static_cast<int>(Stmt::kCount)];
 
+/* WithoutNewFunctions answers `sql` as the installed SQL objects can run it:
+ * until ALTER EXTENSION UPDATE to 0.3.0, there is no pqrun._lease_token()
+ * and claims draw their tokens from gen_random_uuid(). */
+const char *
+WithoutNewFunctions(const char *sql)
+{
+	if (strstr(sql, LEASE_TOKEN) == nullptr ||
+	    OidIsValid(LookupFuncName(list_make2(makeString(pstrdup("pqrun")), makeString(pstrdup("_lease_token"))), 0,
+	                              nullptr, true)))
+		return sql;
+	StringInfoData out;
+	initStringInfo(&out);
+	for (const char *at; (at = strstr(sql, LEASE_TOKEN)) != nullptr; sql = at + strlen(LEASE_TOKEN)) {
+		appendBinaryStringInfo(&out, sql, static_cast<int>(at - sql));
+		appendStringInfoString(&out, "pg_catalog.gen_random_uuid()");
+	}
+	appendStringInfoString(&out, sql);
+	return out.data;
+}
+
 SPIPlanPtr
 PlanFor(Stmt stmt)
 {
@@ -339,8 +360,8 @@ PlanFor(Stmt stmt)
 		/* Generic plans: every statement is written so that its generic plan is
 		 * the right one, and re-planning on each call would cost more than
 		 * most of the statements take to run. */
-		SPIPlanPtr plan =
-			SPI_prepare_cursor(def.sql, def.nargs, const_cast<Oid *>(def.argtypes), CURSOR_OPT_GENERIC_PLAN);
+		SPIPlanPtr plan = SPI_prepare_cursor(WithoutNewFunctions(def.sql), def.nargs, const_cast<Oid *>(def.argtypes),
+		                                     CURSOR_OPT_GENERIC_PLAN);
 		if (plan == nullptr)
 			elog(ERROR, "pqrun: could not prepare \"%s\": %s", def.name, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
