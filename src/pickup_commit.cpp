@@ -1,13 +1,13 @@
 /* src/pickup_commit.cpp — asynchronous commit of claim-only transactions.
  *
  * XactLastRecEnd is the end of the last WAL record this transaction wrote
- * (0 before its first). A pickup that starts with nothing written, or right
- * after another such pickup, remembers it afterwards; at pre-commit, an
- * unchanged value means nothing else wrote WAL since, and an XID assigned
- * before the first pickup without WAL (a temporary table) rules the
- * transaction out at that pickup. The commit is then made asynchronous
- * with SET LOCAL synchronous_commit = off, which the end of the transaction
- * undoes.
+ * (0 before its first). A pickup that starts with nothing written, or with
+ * nothing written since the previous such pickup, remembers where its own WAL
+ * ended; an unchanged value at pre-commit means nothing else wrote WAL since.
+ * A transaction that took an XID without writing WAL before its first pickup
+ * (a temporary or unlogged table) is ruled out too, to stay on the safe side.
+ * The commit is then made asynchronous with SET LOCAL synchronous_commit =
+ * off, which the end of the transaction undoes.
  */
 #include "pickup_commit.hpp"
 
