@@ -92,7 +92,6 @@ DependencyIds(const EnqueueArgs &args, int element, int *count)
 	return ids;
 }
 
-
 /* Elements per set-based INSERT: large enough to amortise the statement,
  * small enough that the parameter arrays stay a few hundred kB. */
 constexpr int kRunCapacity = 1000;
@@ -325,7 +324,6 @@ Enqueue(const EnqueueArgs &args, int element)
 	}
 	return id;
 }
-
 
 void
 EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)

@@ -21,15 +21,13 @@ namespace {
 /* Where the last claim-only pickup's WAL ended; InvalidXLogRecPtr when the
  * transaction wrote no WAL that way or wrote something else first. */
 XLogRecPtr claims_end = InvalidXLogRecPtr;
-/* Whether the transaction's writes so far are pickups' claims only. */
-bool claims_only = false;
 
 void
 OnXactEvent(XactEvent event)
 {
 	switch (event) {
 	case XACT_EVENT_PRE_COMMIT:
-		if (claims_only && claims_end != InvalidXLogRecPtr && XactLastRecEnd == claims_end &&
+		if (claims_end != InvalidXLogRecPtr && XactLastRecEnd == claims_end &&
 		    !pqrun_synchronous_pickup && synchronous_commit > SYNCHRONOUS_COMMIT_OFF)
 			(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
 			                        false);
@@ -40,7 +38,6 @@ OnXactEvent(XactEvent event)
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
 		claims_end = InvalidXLogRecPtr;
-		claims_only = false;
 		break;
 	default:
 		break;
@@ -54,14 +51,13 @@ ClaimsOnlySoFar()
 {
 	if (XactLastRecEnd == InvalidXLogRecPtr)
 		return !TransactionIdIsValid(GetTopTransactionIdIfAny());
-	return claims_only && XactLastRecEnd == claims_end;
+	return XactLastRecEnd == claims_end;
 }
 
 void
-AfterPickup(bool only)
+AfterPickup(bool claims_only)
 {
-	claims_only = only;
-	claims_end = only ? XactLastRecEnd : InvalidXLogRecPtr;
+	claims_end = claims_only ? XactLastRecEnd : InvalidXLogRecPtr;
 }
 
 void
