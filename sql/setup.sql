@@ -67,7 +67,7 @@ SELECT name, setting, unit
 -- Settings beyond API.md, with their defaults and when they can change.
 SELECT name, setting, unit, context
   FROM pg_settings
- WHERE name IN ('pqrun.notify', 'pqrun.malloc_trim_threshold', 'pqrun.synchronous_pickup')
+ WHERE name IN ('pqrun.notify', 'pqrun.malloc_trim_threshold', 'pqrun.synchronous_pickup', 'pqrun.deferred_claims')
  ORDER BY name;
 
 -- The monitoring queries of API.md work verbatim (on the empty queue).

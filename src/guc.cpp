@@ -18,6 +18,7 @@ int pqrun_retention = 7 * 24 * 3600;
 int pqrun_max_payload_bytes = 1024 * 1024;
 bool pqrun_notify = true;
 bool pqrun_synchronous_pickup = false;
+bool pqrun_deferred_claims = true;
 int pqrun_malloc_trim_threshold = 4096;
 
 namespace pqrun::guc {
@@ -97,6 +98,11 @@ Define()
 	                                      "and the job is then picked up again, as orphan rescue would do after any "
 	                                      "crash. Transactions that wrote anything else are never affected."),
 	                         &pqrun_synchronous_pickup, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	DefineCustomBoolVariable("pqrun.deferred_claims",
+	                         gettext_noop("Lets a batch pickup lock its jobs and write their claims only when needed."),
+	                         gettext_noop("Jobs that mark_done_batch finishes in the same statement are then written "
+	                                      "once instead of twice; off, every pickup writes its claims at once."),
+	                         &pqrun_deferred_claims, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	/* A restart-only setting can only be defined while the postmaster loads
 	 * the library; loaded later, pqrun leaves malloc alone. */
 	if (process_shared_preload_libraries_in_progress)

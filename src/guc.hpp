@@ -14,6 +14,7 @@ extern int pqrun_retention;         /* s, 0 = keep */
 extern int pqrun_max_payload_bytes;
 extern bool pqrun_notify;
 extern bool pqrun_synchronous_pickup;
+extern bool pqrun_deferred_claims;
 extern int pqrun_malloc_trim_threshold; /* kB, 0 = glibc's default */
 }
 

@@ -7,6 +7,7 @@
  * deadline; await_jobs does the same without claiming and without holding a
  * snapshot.
  */
+#include "deferred_claims.hpp"
 #include "pickup_commit.hpp"
 #include "queue.hpp"
 #include "queue_internal.hpp"
@@ -21,22 +22,44 @@ using namespace spi;
 
 namespace {
 
+/* Locked claims a pickup defers (deferred_claims.hpp), gathered from its
+ * result rows; null when it writes its claims at once. */
+struct Locked {
+	uint64 count;
+	int64 *ids;
+	pg_uuid_t *tokens;
+	bool *in_fifo;
+};
+
 /* AppendClaimed appends the n claimed rows of the last result (pqrun.jobs
- * rows) to `out` and answers the pickup key of the last one. */
+ * rows) to `out`, gathers them into `locked` when given, and answers the
+ * pickup key of the last one. */
 wake::PickKey
-AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc)
+AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, Locked *locked)
 {
 	wake::PickKey last{INT64_MAX, INT64_MAX};
 	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
 	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
+	if (locked) {
+		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (n + 1)));
+		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
+		locked->count = n;
+	}
 	for (uint64 i = 0; i < n; i++) {
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
 		tuplestore_putvalues(out, out_desc, row_values, row_nulls);
-		/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at */
+		/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at,
+		 * 13 lease_token, 15 fifo_key */
 		last = wake::KeyOf(DatumGetInt32(row_values[5]), DatumGetInt64(row_values[0]));
 		wake::NoteClaimed(last);
 		stats::PickedUp(TextDatumGetCString(row_values[1]), TextDatumGetCString(row_values[2]),
 		                (DatumGetTimestampTz(row_values[10]) - DatumGetTimestampTz(row_values[8])) / 1000);
+		if (locked) {
+			locked->ids[i] = DatumGetInt64(row_values[0]);
+			locked->tokens[i] = *DatumGetUUIDP(row_values[12]);
+			locked->in_fifo[i] = !row_nulls[14];
+		}
 	}
 	return last;
 }
@@ -48,7 +71,7 @@ AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc)
  * promoted without claiming would stay locked until its statement ends. */
 uint64
 ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
-          bool will_wait)
+          bool will_wait, Locked *locked = nullptr)
 {
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
@@ -64,10 +87,10 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 	values[4] = Int64GetDatum(start.neg_priority);
 	values[5] = Int64GetDatum(start.id);
 	uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
-	wake::PickKey last = AppendClaimed(n, out, out_desc);
+	wake::PickKey last = AppendClaimed(n, out, out_desc, locked);
 	/* Everything an unfiltered pickup passed on its way to its last claim is
 	 * claimed, dead or held by someone whose rollback lowers the hint again. */
-	if (hinted && n > 0 && stmt == Stmt::kPick)
+	if (hinted && n > 0 && (stmt == Stmt::kPick || stmt == Stmt::kLockPick))
 		wake::RaiseHint(gen, last);
 
 	/* Nothing promoted left: take delayed jobs that fell due since the last
@@ -77,7 +100,7 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 		                       TimestampTzGetDatum(GetCurrentTimestamp())};
 		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
 		uint64 due = Exec(Stmt::kPickDue, due_values, due_nulls, SPI_OK_SELECT);
-		AppendClaimed(due, out, out_desc);
+		AppendClaimed(due, out, out_desc, nullptr);
 		n += due;
 	}
 	return n;
@@ -179,14 +202,23 @@ uint64
 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
        Tuplestorestate *out, TupleDesc out_desc)
 {
-	Stmt stmt = job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
-	                      : (queues ? Stmt::kPickQueues : Stmt::kPick);
+	bool defer = deferred_claims::ShouldDefer(batch_size, wait_ms);
+	Stmt stmt = defer ? (job_types ? (queues ? Stmt::kLockPickTypesQueues : Stmt::kLockPickTypes)
+	                               : (queues ? Stmt::kLockPickQueues : Stmt::kLockPick))
+	                  : (job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
+	                               : (queues ? Stmt::kPickQueues : Stmt::kPick));
 	Datum values[7] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
 	                   PointerGetDatum(queues), Datum(0), Datum(0), Datum(0)};
 	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
-	if (wait_ms <= 0) {
+	if (defer) {
+		Locked locked{0, nullptr, nullptr, nullptr};
+		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false, &locked);
+		/* After the last statement of this pickup, which would write them. */
+		deferred_claims::Defer(locked.count, locked.ids, locked.tokens, locked.in_fifo,
+		                       DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
+	} else if (wait_ms <= 0) {
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
 	} else {
 		LongPoll(job_types, queues, wait_ms,

@@ -12,6 +12,7 @@
 #include "pickup_commit.hpp"
 
 #include "boundary.hpp"
+#include "deferred_claims.hpp"
 #include "guc.hpp"
 
 namespace pqrun::pickup_commit {
@@ -27,6 +28,9 @@ OnXactEvent(XactEvent event)
 {
 	switch (event) {
 	case XACT_EVENT_PRE_COMMIT:
+		/* Deferred claims are claims: written here, they keep claims_end
+		 * current, and the test below still holds for them. */
+		deferred_claims::WriteAll();
 		if (claims_end != InvalidXLogRecPtr && XactLastRecEnd == claims_end &&
 		    !pqrun_synchronous_pickup && synchronous_commit > SYNCHRONOUS_COMMIT_OFF)
 			(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,

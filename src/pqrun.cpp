@@ -6,6 +6,7 @@
  */
 #include "bgw.hpp"
 #include "boundary.hpp"
+#include "deferred_claims.hpp"
 #include "guc.hpp"
 #include "pickup_commit.hpp"
 #include "shmem.hpp"
@@ -44,6 +45,7 @@ Init()
 	pqrun::guc::Define();
 	pqrun::wake::InstallCallbacks();
 	pqrun::pickup_commit::InstallCallbacks();
+	pqrun::deferred_claims::InstallHooks();
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	TuneMalloc();

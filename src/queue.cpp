@@ -17,6 +17,7 @@
 #include "queue.hpp"
 #include "queue_internal.hpp"
 
+#include "deferred_claims.hpp"
 #include "guc.hpp"
 #include "schedule.hpp"
 #include "spi_plans.hpp"
@@ -310,18 +311,34 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	if (n == 0)
 		return 0;
 
+	int64 *finished = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	uint64 nfinished = 0;
+	IdList with_dependents{static_cast<int64 *>(palloc(sizeof(int64) * (n + 1))), nullptr, 0};
+	auto collect = [&](uint64 rows) {
+		for (uint64 i = 0; i < rows; i++) {
+			NoteFinished("DONE", i);
+			finished[nfinished++] = ColInt64(i, 7);
+			if (ColBool(i, 1))
+				with_dependents.ids[with_dependents.count++] = ColInt64(i, 7);
+		}
+	};
+	/* Jobs that a pickup in this statement claimed without writing the claim
+	 * go to job_done at once; the other deferred claims are written by the
+	 * statement's start. */
+	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
+	if (taken.count > 0) {
+		Datum values[4] = {taken.ids, taken.tokens, TimestampTzGetDatum(taken.at), taken.worker};
+		uint64 rows = Exec(Stmt::kFinishDeferredClaims, values, nullptr, SPI_OK_SELECT);
+		if (rows != static_cast<uint64>(taken.count))
+			elog(ERROR, "pqrun: finished %llu of %d deferred claims", (unsigned long long)rows, taken.count);
+		collect(rows);
+	}
 	/* One statement finishes every running job outside a FIFO group. */
-	Datum values[6] = {PointerGetDatum(job_ids), PointerGetDatum(lease_tokens), CStringGetTextDatum("DONE"),
-	                   CStringGetTextDatum("done"), Datum(0), Datum(0)};
-	char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
-	uint64 nfinished = Exec(Stmt::kFinishRunningBatch, values, nulls, SPI_OK_SELECT);
-	int64 *finished = static_cast<int64 *>(palloc(sizeof(int64) * (nfinished + 1)));
-	IdList with_dependents{static_cast<int64 *>(palloc(sizeof(int64) * (nfinished + 1))), nullptr, 0};
-	for (uint64 i = 0; i < nfinished; i++) {
-		NoteFinished("DONE", i);
-		finished[i] = ColInt64(i, 7);
-		if (ColBool(i, 1))
-			with_dependents.ids[with_dependents.count++] = finished[i];
+	if (nfinished < static_cast<uint64>(n)) {
+		Datum values[6] = {PointerGetDatum(job_ids), PointerGetDatum(lease_tokens), CStringGetTextDatum("DONE"),
+		                   CStringGetTextDatum("done"), Datum(0), Datum(0)};
+		char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
+		collect(Exec(Stmt::kFinishRunningBatch, values, nulls, SPI_OK_SELECT));
 	}
 	for (uint64 i = 0; i < with_dependents.count; i++)
 		AfterFinish(with_dependents.ids[i], "DONE", true, nullptr);

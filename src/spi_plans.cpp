@@ -51,6 +51,15 @@ struct StmtDef {
 	      " ORDER BY (-(priority::bigint)), id"                                                                        \
 	      " LIMIT $2 FOR UPDATE SKIP LOCKED", "$7")
 
+#define LOCK_PICK(filter)                                                                                              \
+	"SELECT id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"          \
+	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " LEASE_TOKEN ", dedupe_key, fifo_key, depends_on,"     \
+	"   last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"                            \
+	" FROM pqrun.job_live"                                                                                             \
+	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                   \
+	" ORDER BY (-(priority::bigint)), id"                                                                              \
+	" LIMIT $2 FOR UPDATE SKIP LOCKED"
+
 /* Move the job_live rows in CTE `gone` to job_done as status $3 with outcome
  * $4 (kept only if the job was running), error $5 (NULL keeps the last one)
  * and result $6; answer what the caller must follow up on. */
@@ -145,6 +154,44 @@ const StmtDef kStmts[] = {
 	       "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) AND ($4::text[] IS NULL OR queue = ANY ($4))"
 	       " ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED", "$5"),
 	 5, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
+	/* A batch pickup whose claims are deferred (deferred_claims.hpp): the
+	 * same rows as PICK, locked but not written, as pqrun.jobs rows the
+	 * claim will make of them. */
+	{Stmt::kLockPick, "lock pick", LOCK_PICK(""), 7,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kLockPickTypes, "lock pick by type", LOCK_PICK("AND job_type = ANY ($3)"), 7,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kLockPickQueues, "lock pick by queue", LOCK_PICK("AND queue = ANY ($4)"), 7,
+	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kLockPickTypesQueues, "lock pick by type and queue", LOCK_PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"),
+	 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	/* Writes deferred claims: jobs $1 with lease tokens $2 (same order),
+	 * claimed at $3 by worker $4. The ANY keeps the generic plan on the
+	 * primary key whatever it thinks of the join. */
+	{Stmt::kWriteDeferredClaims, "write deferred claims",
+	 "UPDATE pqrun.job_live j"
+	 "   SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1, locked_at = $3, locked_by = $4,"
+	 "       lease_token = c.token, heartbeat_at = NULL, holder_pid = pg_catalog.pg_backend_pid(), updated_at = $3"
+	 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"
+	 " WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'",
+	 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
+	/* mark_done_batch of deferred claims (arguments as above): the READY
+	 * rows go straight to job_done as the jobs' DONE attempt; the result is
+	 * laid out as FINISH_FROM_GONE's. */
+	{Stmt::kFinishDeferredClaims, "finish deferred claims",
+	 "WITH gone AS (DELETE FROM pqrun.job_live j WHERE j.id = ANY ($1) AND j.status = 'READY' AND j.fifo_key IS NULL"
+	 "   RETURNING j.*),"
+	 " moved AS ("
+	 "  INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, duration_ms,"
+	 "     run_after, locked_at, finished_at, created_at, updated_at, lease_token, queue, job_type, locked_by,"
+	 "     dedupe_key, fifo_key, depends_on, outcome, last_error, result, payload)"
+	 "  SELECT g.id, 'DONE', g.priority, g.attempts + 1, g.max_attempts, g.timeout_seconds,"
+	 "     LEAST(GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() - $3), 0) * 1000, 2147483647)::int,"
+	 "     g.run_after, $3, pg_catalog.now(), g.created_at, pg_catalog.now(), c.token, g.queue, g.job_type, $4,"
+	 "     g.dedupe_key, g.fifo_key, g.depends_on, 'done', g.last_error, NULL, g.payload"
+	 "  FROM gone g JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token) ON c.id = g.id)"
+	 " SELECT has_dependents, fifo_key, queue, job_type, 'RUNNING', $3::timestamptz, id FROM gone",
+	 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
 	/* The true first pickup key, for the maintenance round's hint backstop. */
 	{Stmt::kPickHead, "pick head",
 	 "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed"

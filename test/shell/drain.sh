@@ -14,6 +14,10 @@
 # fenced mark_done raise 55000).
 # Phase 3: the same drain with batch pickups of 50 and one mark_done_batch
 # (fenced by the leases) per batch, in separate transactions.
+# Phase 4: the same batch drain with pickup and mark_done_batch in one
+# statement, where the claims are never written (src/deferred_claims.hpp):
+# job_live sees one DELETE per job and no UPDATE, against one UPDATE per job
+# (the claim, written at commit) in phase 3.
 # Phase 2: 8 clients enqueue 200 jobs each with a random key out of 50 shared
 # dedupe keys, all at the same time. API.md: exactly one unfinished job per
 # key exists afterwards.
@@ -122,7 +126,12 @@ check "no other job with those keys exists" "$keys" "SELECT count(*) FROM pqrun.
 check "they are READY and untouched" "$keys" \
 	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'dedupe' AND status = 'READY' AND attempts = 0"
 
+# live_stat COLUMN: job_live's cumulative n_tup_upd or n_tup_del, as flushed
+# by backends (every client flushes its counts when it exits).
+live_stat() { q -c "SELECT $1 FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"; }
+
 echo "== phase 3: $clients clients drain $jobs jobs in batches (pickup 50, mark_done_batch)"
+upd3=$(live_stat n_tup_upd)
 q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'batch'))
 	FROM generate_series(1, $jobs)))" >/dev/null || exit 1
 cat >"$tmp/batch.sql" <<'EOF'
@@ -141,6 +150,33 @@ check "one attempt row per batch job, outcome done, by the picking worker" "$job
 check "every client finished batches" "$clients" \
 	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'batch'"
 check "queue_stats counts them done" "$jobs" "SELECT done FROM pqrun.queue_stats WHERE job_type = 'batch'"
+assert "each claim was written once, at the pickup's commit" wait_for 10 $((upd3 + jobs)) \
+	"SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
+
+echo "== phase 4: $clients clients drain $jobs jobs, pickup 50 and mark_done_batch in one statement"
+q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'same'))
+	FROM generate_series(1, $jobs)))" >/dev/null || exit 1
+upd4=$(live_stat n_tup_upd)
+del4=$(live_stat n_tup_del)
+cat >"$tmp/same.sql" <<'EOF'
+SELECT pqrun.mark_done_batch(coalesce(array_agg(id), '{}'), coalesce(array_agg(lease_token), '{}'))
+  FROM pqrun.pickup('s' || :client_id::text, job_types => '{same}', batch_size => 50);
+EOF
+t5=$(now_ms)
+bench same "$tmp/same.sql" $((jobs / 50 / clients * 3 / 2 + 2)) "${PQRUN_DRAIN_TIMEOUT:-75}"
+echo "     one-statement drain: $(($(now_ms) - t5)) ms"
+check "every job is DONE after exactly one attempt" "$jobs" \
+	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'same' AND status = 'DONE' AND attempts = 1"
+check "one attempt row per job, outcome done, by the picking worker, with its lease" "$jobs" \
+	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
+	  WHERE j.job_type = 'same' AND a.outcome = 'done' AND a.attempt = 1 AND j.lease_token IS NOT NULL"
+check "every client finished batches" "$clients" \
+	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'same'"
+check "none of them is left unfinished" 0 "SELECT count(*) FROM pqrun.job_live WHERE job_type = 'same'"
+assert "every job left job_live once" wait_for 10 $((del4 + jobs)) \
+	"SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
+check "no claim was written" "$upd4" \
+	"SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
 
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 [ $violations = 0 ]

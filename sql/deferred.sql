@@ -1,0 +1,133 @@
+-- deferred: batch pickups lock their jobs and write the claims only when
+-- something could look at them (src/deferred_claims.hpp). Whatever the
+-- route, every job must look exactly as if the claim had been written at
+-- once; mark_done_batch in the pickup's own statement skips the write.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS pqrun CASCADE;
+CREATE EXTENSION pqrun;
+RESET client_min_messages;
+\pset null '(null)'
+
+CREATE TEMP TABLE got (id bigint, lease_token uuid, step text);
+CREATE FUNCTION live_updates() RETURNS bigint LANGUAGE sql AS
+  $$ SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = 'pqrun.job_live'::regclass $$;
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch(
+  (SELECT jsonb_agg(jsonb_build_object('job_type', 'd', 'payload', jsonb_build_object('n', i))) FROM generate_series(1, 40) AS i));
+
+-- 1. Read your own claims: the next statement of the transaction sees the
+-- jobs RUNNING with the lease the pickup handed out.
+BEGIN;
+INSERT INTO got SELECT id, lease_token, 'read' FROM pqrun.pickup('w1', batch_size => 3);
+SELECT j.id, j.status, j.attempts, j.locked_by, j.lease_token = g.lease_token AS same_lease, j.locked_at = now() AS locked_now
+  FROM pqrun.jobs j JOIN got g USING (id) WHERE g.step = 'read' ORDER BY j.id;
+COMMIT;
+SELECT id, status, attempts FROM pqrun.jobs WHERE status <> 'READY' ORDER BY id;
+SELECT count(*) AS running_attempts FROM pqrun.job_attempts WHERE outcome IS NULL;
+
+-- 2. Written at commit when nothing else ran after the pickup: a pickup in
+-- its own transaction leaves RUNNING jobs with the leases it returned.
+SELECT count(*) AS picked FROM (SELECT pqrun.pickup('w2', batch_size => 2)) AS p;
+SELECT id, status, attempts, locked_by FROM pqrun.jobs WHERE locked_by = 'w2' ORDER BY id;
+CREATE TEMP TABLE got2 AS SELECT id, lease_token FROM pqrun.pickup('w3', batch_size => 2);
+SELECT count(*) AS same_lease FROM pqrun.jobs j JOIN got2 g USING (id)
+ WHERE j.status = 'RUNNING' AND j.lease_token = g.lease_token AND j.locked_by = 'w3';
+
+-- 3. Finished in the pickup's own statement: written once, straight to
+-- DONE, with the lease it was handed and one attempt. The claim is never
+-- written: job_live sees no update in this transaction.
+BEGIN;
+SELECT live_updates() AS before \gset
+WITH p AS (SELECT * FROM pqrun.pickup('w4', batch_size => 4)),
+     kept AS (INSERT INTO got SELECT id, lease_token, 'done' FROM p)
+SELECT pqrun.mark_done_batch(array_agg(id), array_agg(lease_token)) AS done FROM p;
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT j.id, j.status, j.attempts, j.locked_by, j.lease_token = g.lease_token AS same_lease,
+       j.finished_at IS NOT NULL AS finished, j.duration_ms >= 0 AS has_duration
+  FROM pqrun.jobs j JOIN got g USING (id) WHERE g.step = 'done' ORDER BY j.id;
+SELECT job_id, attempt, worker_id, outcome, started_at IS NOT NULL AS started FROM pqrun.job_attempts
+ WHERE worker_id = 'w4' ORDER BY job_id;
+SELECT done FROM pqrun.queue_stats WHERE job_type = 'd';
+
+-- 4. A stale lease for a deferred claim raises 55000 like any other and
+-- changes nothing: the jobs stay READY and unclaimed.
+SELECT count(*) AS ready_before FROM pqrun.jobs WHERE status = 'READY';
+SELECT pqrun.mark_done_batch(array_agg(id), array_agg(gen_random_uuid())) FROM pqrun.pickup('w5', batch_size => 2);
+SELECT count(*) AS ready_after FROM pqrun.jobs WHERE status = 'READY';
+SELECT count(*) AS by_w5 FROM pqrun.jobs WHERE locked_by = 'w5';
+
+-- 5. A rolled-back savepoint forgets its deferred claims with their locks;
+-- a released one keeps them.
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) AS picked FROM pqrun.pickup('w6', batch_size => 2);
+ROLLBACK TO a;
+SAVEPOINT b;
+SELECT count(*) AS picked FROM pqrun.pickup('w7', batch_size => 2);
+RELEASE b;
+COMMIT;
+SELECT locked_by, status, count(*) FROM pqrun.jobs WHERE locked_by IN ('w6', 'w7') GROUP BY 1, 2 ORDER BY 1;
+SELECT count(*) AS never_attempted FROM pqrun.jobs WHERE status = 'READY' AND attempts = 0 AND locked_by IS NULL;
+
+-- 6. Two pickups in one statement never hand out the same job: the second
+-- writes the first one's claims before it looks.
+SELECT count(*) AS picked, count(DISTINCT id) AS distinct_ids
+  FROM (SELECT id FROM pqrun.pickup('w8', batch_size => 2)
+        UNION ALL SELECT id FROM pqrun.pickup('w9', batch_size => 2)) AS both_pickups;
+
+-- 7. COPY of the table itself (no executor) sees the claims too.
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w10', batch_size => 2);
+COPY pqrun.job_live (id, status, locked_by) TO '/dev/null';
+SELECT count(*) AS running_w10 FROM pqrun.job_live WHERE locked_by = 'w10' AND status = 'RUNNING';
+COMMIT;
+
+-- 8. A prepared transaction carries its claims.
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w11', batch_size => 2);
+PREPARE TRANSACTION 'pqrun_deferred';
+COMMIT PREPARED 'pqrun_deferred';
+SELECT status, count(*) FROM pqrun.jobs WHERE locked_by = 'w11' GROUP BY 1;
+
+-- 9. Dependents and FIFO groups are followed up as with written claims.
+SELECT pqrun.enqueue('parent', priority => 9) AS parent \gset
+SELECT pqrun.enqueue('child', depends_on => ARRAY[:parent]::bigint[]) AS child \gset
+SELECT pqrun.enqueue('f', priority => 9, fifo_key => 'g') AS f1 \gset
+SELECT pqrun.enqueue('f', priority => 9, fifo_key => 'g') AS f2 \gset
+SELECT (SELECT status FROM pqrun.jobs WHERE id = :child) AS child, (SELECT status FROM pqrun.jobs WHERE id = :f2) AS f2;
+SELECT pqrun.mark_done_batch(array_agg(id)) AS done
+  FROM pqrun.pickup('w12', job_types => '{parent,f}', batch_size => 5);
+SELECT id = :parent AS is_parent, id = :f1 AS is_f1, status, attempts FROM pqrun.jobs
+ WHERE id IN (:parent, :f1) ORDER BY id;
+SELECT (SELECT status FROM pqrun.jobs WHERE id = :child) AS child, (SELECT status FROM pqrun.jobs WHERE id = :f2) AS f2;
+
+-- 10. Single-job pickups and waiting pickups write their claims at once;
+-- with pqrun.deferred_claims off, batches do too.
+BEGIN;
+SELECT live_updates() AS before \gset
+SELECT count(*) AS picked FROM pqrun.pickup('w13');
+SELECT live_updates() - :before AS claim_writes;
+SELECT count(*) AS picked FROM pqrun.pickup('w13', batch_size => 2, wait => '1 ms');
+SELECT live_updates() - :before AS claim_writes;
+SET LOCAL pqrun.deferred_claims = off;
+SELECT count(*) AS picked FROM pqrun.pickup('w14', batch_size => 2);
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+
+-- 11. A worker role without table privileges: its claims are written as
+-- the extension's owner, at the next statement and at commit.
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS pqrun_deferred_worker;
+RESET client_min_messages;
+CREATE ROLE pqrun_deferred_worker;
+SELECT pqrun.grant_worker('pqrun_deferred_worker');
+SET ROLE pqrun_deferred_worker;
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w15', batch_size => 2);
+SELECT count(*) AS running_w15 FROM pqrun.jobs WHERE locked_by = 'w15' AND status = 'RUNNING';
+COMMIT;
+SELECT count(*) AS picked FROM pqrun.pickup('w16', batch_size => 2);
+RESET ROLE;
+SELECT locked_by, status, count(*) FROM pqrun.jobs WHERE locked_by IN ('w15', 'w16') GROUP BY 1, 2 ORDER BY 1;
+DROP OWNED BY pqrun_deferred_worker;
+DROP ROLE pqrun_deferred_worker;

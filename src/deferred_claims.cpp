@@ -1,0 +1,287 @@
+/* src/deferred_claims.cpp — batch claims written only if they must be.
+ *
+ * At most one pickup's claims are deferred at a time: every later statement
+ * (including the next pickup's own) writes them first. Nothing outside this
+ * backend can tell a deferred claim from a written one that is not yet
+ * committed: the rows are locked either way, and both are gone with a
+ * rollback. Inside the backend, everything that could read the rows starts
+ * an executor or a utility command, or commits, and each of those writes the
+ * claims before it looks.
+ */
+#include "deferred_claims.hpp"
+
+#include "boundary.hpp"
+#include "guc.hpp"
+#include "pickup_commit.hpp"
+#include "spi_plans.hpp"
+
+extern "C" {
+#include "executor/executor.h"
+#include "tcop/utility.h"
+#include "utils/snapmgr.h"
+}
+
+namespace pqrun::deferred_claims {
+
+namespace {
+
+/* The deferred claims of one pickup, in TopTransactionContext. */
+struct Deferred {
+	int count;
+	int64 *ids;
+	pg_uuid_t *tokens;
+	bool *in_fifo;
+	TimestampTz at;
+	char *worker;
+	Oid owner; /* the role the pickup ran as (the extension's owner) */
+	SubTransactionId subid;
+};
+
+Deferred *deferred = nullptr;
+
+ExecutorStart_hook_type prev_executor_start = nullptr;
+ProcessUtility_hook_type prev_process_utility = nullptr;
+
+Datum
+UuidArray(const pg_uuid_t *tokens, int n)
+{
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	for (int i = 0; i < n; i++)
+		elems[i] = UUIDPGetDatum(const_cast<pg_uuid_t *>(&tokens[i]));
+	return PointerGetDatum(construct_array(elems, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+}
+
+Datum
+Int8Array(const int64 *ids, int n)
+{
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* Write runs the claim UPDATE for `d` as the role that made the claims (the
+ * current user may not write pqrun's tables). */
+void
+Write(const Deferred *d)
+{
+	bool claims_only = pickup_commit::ClaimsOnlySoFar();
+	Oid user;
+	int sec_context;
+	GetUserIdAndSecContext(&user, &sec_context);
+	SetUserIdAndSecContext(d->owner, sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	/* At commit there is no statement, and so no snapshot, to run under. */
+	bool own_snapshot = !ActiveSnapshotSet();
+	if (own_snapshot)
+		PushActiveSnapshot(GetTransactionSnapshot());
+	spi::Connect();
+	Datum values[4] = {Int8Array(d->ids, d->count), UuidArray(d->tokens, d->count), TimestampTzGetDatum(d->at),
+	                   CStringGetTextDatum(d->worker)};
+	uint64 written = spi::Exec(spi::Stmt::kWriteDeferredClaims, values, nullptr, SPI_OK_UPDATE);
+	if (written != static_cast<uint64>(d->count))
+		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, d->count);
+	spi::Finish();
+	if (own_snapshot)
+		PopActiveSnapshot();
+	SetUserIdAndSecContext(user, sec_context);
+	/* Writing claims is claiming: a transaction that did nothing else still
+	 * commits as a claim-only one. */
+	pickup_commit::AfterPickup(claims_only);
+}
+
+/* WriteBeforeLooking writes the deferred claims before the query of
+ * `query_desc` starts, and lets the query see them when its snapshot is its
+ * own (taken for it alone, as for every top-level statement and every
+ * statement of a volatile function); a snapshot shared with an enclosing
+ * query did not see the pickup's writes either. */
+void
+WriteBeforeLooking(QueryDesc *query_desc)
+{
+	if (deferred == nullptr || IsInParallelMode())
+		return;
+	WriteAll();
+	Snapshot snapshot = query_desc->snapshot;
+	if (snapshot != nullptr && snapshot->copied && snapshot->regd_count == 1 && snapshot->active_count <= 1)
+		snapshot->curcid = GetCurrentCommandId(false);
+}
+
+void
+OnXactEvent(XactEvent event)
+{
+	switch (event) {
+	case XACT_EVENT_PRE_PREPARE:
+		WriteAll();
+		break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PREPARE:
+		deferred = nullptr; /* its memory goes with the transaction */
+		break;
+	default:
+		break;
+	}
+}
+
+void
+OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId parent_subid)
+{
+	if (deferred == nullptr || deferred->subid != subid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		deferred = nullptr; /* the row locks went with it */
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		deferred->subid = parent_subid;
+}
+
+} // namespace
+
+bool
+ShouldDefer(int32 batch_size, int64 wait_ms)
+{
+	return pqrun_deferred_claims && batch_size > 1 && wait_ms <= 0;
+}
+
+void
+Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, TimestampTz at, const char *worker)
+{
+	Assert(deferred == nullptr);
+	if (n == 0)
+		return;
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	auto *d = static_cast<Deferred *>(palloc(sizeof(Deferred)));
+	d->count = static_cast<int>(n);
+	d->ids = static_cast<int64 *>(palloc(sizeof(int64) * n));
+	d->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n));
+	d->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * n));
+	memcpy(d->ids, ids, sizeof(int64) * n);
+	memcpy(d->tokens, tokens, sizeof(pg_uuid_t) * n);
+	memcpy(d->in_fifo, in_fifo, sizeof(bool) * n);
+	d->at = at;
+	d->worker = pstrdup(worker);
+	d->owner = GetUserId();
+	d->subid = GetCurrentSubTransactionId();
+	MemoryContextSwitchTo(old);
+	deferred = d;
+}
+
+void
+WriteAll()
+{
+	/* Taken out first: the UPDATE's own executor start must find nothing. */
+	Deferred *d = deferred;
+	deferred = nullptr;
+	if (d != nullptr)
+		Write(d);
+}
+
+Taken
+TakeForFinish(int n, const Datum *ids, const Datum *leases)
+{
+	Taken taken{0, Datum(0), Datum(0), 0, Datum(0)};
+	Deferred *d = deferred;
+	if (d == nullptr || d->subid != GetCurrentSubTransactionId())
+		return taken;
+	int64 *taken_ids = static_cast<int64 *>(palloc(sizeof(int64) * (d->count + 1)));
+	pg_uuid_t *taken_tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (d->count + 1)));
+	/* Claims come in pickup order, the ids in the caller's: match through a
+	 * hash of the claims' positions. */
+	HASHCTL ctl{};
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(int64) + sizeof(int);
+	ctl.hcxt = CurrentMemoryContext;
+	struct Entry {
+		int64 id;
+		int pos;
+	};
+	HTAB *positions = hash_create("pqrun deferred claims", d->count, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (int i = 0; i < d->count; i++) {
+		bool found;
+		static_cast<Entry *>(hash_search(positions, &d->ids[i], HASH_ENTER, &found))->pos = i;
+	}
+	bool *take = static_cast<bool *>(palloc0(sizeof(bool) * (d->count + 1)));
+	for (int i = 0; i < n; i++) {
+		int64 id = DatumGetInt64(ids[i]);
+		auto *entry = static_cast<Entry *>(hash_search(positions, &id, HASH_FIND, nullptr));
+		if (entry == nullptr || d->in_fifo[entry->pos])
+			continue;
+		if (leases && memcmp(DatumGetUUIDP(leases[i]), &d->tokens[entry->pos], UUID_LEN) != 0)
+			continue; /* written first, it is refused as a stale lease */
+		take[entry->pos] = true;
+	}
+	/* What stays deferred is compacted in place. */
+	int kept = 0;
+	for (int i = 0; i < d->count; i++) {
+		if (take[i]) {
+			taken_ids[taken.count] = d->ids[i];
+			taken_tokens[taken.count++] = d->tokens[i];
+		} else {
+			d->ids[kept] = d->ids[i];
+			d->tokens[kept] = d->tokens[i];
+			d->in_fifo[kept++] = d->in_fifo[i];
+		}
+	}
+	d->count = kept;
+	if (kept == 0)
+		deferred = nullptr;
+	hash_destroy(positions);
+	if (taken.count > 0) {
+		taken.ids = Int8Array(taken_ids, taken.count);
+		taken.tokens = UuidArray(taken_tokens, taken.count);
+		taken.at = d->at;
+		taken.worker = CStringGetTextDatum(d->worker);
+	}
+	return taken;
+}
+
+} // namespace pqrun::deferred_claims
+
+extern "C" {
+
+static void
+pqrun_deferred_executor_start(QueryDesc *query_desc, int eflags)
+{
+	pqrun::GuardedEntry([&]() { pqrun::deferred_claims::WriteBeforeLooking(query_desc); });
+	if (pqrun::deferred_claims::prev_executor_start)
+		pqrun::deferred_claims::prev_executor_start(query_desc, eflags);
+	else
+		standard_ExecutorStart(query_desc, eflags);
+}
+
+/* Utility commands that read tables without an executor (COPY ... TO, say)
+ * see the claims too. Transaction control is left alone: COMMIT and PREPARE
+ * write them through the transaction callbacks, and a rollback or an
+ * aborted transaction must not run statements. */
+static void
+pqrun_deferred_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
+                               ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *query_env,
+                               DestReceiver *dest, QueryCompletion *qc)
+{
+	if (pqrun::deferred_claims::deferred != nullptr && !IsA(pstmt->utilityStmt, TransactionStmt) &&
+	    !IsAbortedTransactionBlockState())
+		pqrun::GuardedEntry([]() { pqrun::deferred_claims::WriteAll(); });
+	if (pqrun::deferred_claims::prev_process_utility)
+		pqrun::deferred_claims::prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env,
+		                                             dest, qc);
+	else
+		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+}
+}
+
+namespace pqrun::deferred_claims {
+
+void
+InstallHooks()
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = pqrun_deferred_executor_start;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = pqrun_deferred_process_utility;
+	RegisterXactCallback([](XactEvent event, void *) { GuardedEntry([=]() { OnXactEvent(event); }); }, nullptr);
+	RegisterSubXactCallback([](SubXactEvent event, SubTransactionId subid, SubTransactionId parent, void *) {
+		GuardedEntry([=]() { OnSubXactEvent(event, subid, parent); });
+	}, nullptr);
+}
+
+} // namespace pqrun::deferred_claims

@@ -1,0 +1,53 @@
+/* src/deferred_claims.hpp — batch claims written only if they must be.
+ *
+ * A batch pickup row-locks the jobs it hands out (FOR UPDATE SKIP LOCKED,
+ * which already keeps every other pickup away) and returns them as RUNNING
+ * without writing them. The claims are written (the RUNNING versions of the
+ * rows) before anything else can look at the jobs: when the transaction
+ * commits or prepares, and when any other statement or command starts in this
+ * backend, whose snapshot is then moved past the write. mark_done_batch in
+ * the same statement and subtransaction as the pickup finishes such jobs
+ * directly, so a job claimed and finished together is written once instead
+ * of twice. A rollback of the pickup's (sub)transaction forgets them with
+ * their row locks.
+ */
+#pragma once
+
+#include "pg.hpp"
+
+namespace pqrun::deferred_claims {
+
+/* Claims of the last batch pickup that mark_done_batch may finish directly
+ * (ids, their lease tokens, the claim's time and worker); count 0 when none. */
+struct Taken {
+	int count;
+	Datum ids;    /* bigint[] */
+	Datum tokens; /* uuid[] */
+	TimestampTz at;
+	Datum worker; /* text */
+};
+
+/* ShouldDefer answers whether a pickup of this shape defers its claims: a
+ * batch that does not wait (a single-job pickup is usually finished in
+ * another transaction and would only pay for the extra lock). */
+bool ShouldDefer(int32 batch_size, int64 wait_ms);
+
+/* Defer records the n jobs a pickup just locked and handed out, with their
+ * lease tokens, whether each is in a FIFO group, the claim's time and
+ * worker. The caller must have run its last statement. */
+void Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, TimestampTz at,
+           const char *worker);
+
+/* WriteAll writes every deferred claim; a no-op when there is none. */
+void WriteAll();
+
+/* TakeForFinish takes the deferred claims of jobs in `ids` (with matching
+ * `leases` when given; NULL entries in neither) that mark_done_batch can finish
+ * itself: outside FIFO groups, claimed in the current subtransaction. The
+ * others stay deferred and are written by the next statement. */
+Taken TakeForFinish(int n, const Datum *ids, const Datum *leases);
+
+/* InstallHooks registers the executor, utility and transaction hooks. */
+void InstallHooks();
+
+} // namespace pqrun::deferred_claims
