@@ -1,7 +1,8 @@
 -- deferred: batch pickups lock their jobs and write the claims only when
 -- something could look at them (src/deferred_claims.hpp). Whatever the
 -- route, every job must look exactly as if the claim had been written at
--- once; mark_done_batch in the pickup's own statement skips the write.
+-- once; mark_done_batch with nothing in between that read the queue skips
+-- the write.
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS pqrun CASCADE;
 CREATE EXTENSION pqrun;
@@ -48,6 +49,18 @@ SELECT j.id, j.status, j.attempts, j.locked_by, j.lease_token = g.lease_token AS
 SELECT job_id, attempt, worker_id, outcome, started_at IS NOT NULL AS started FROM pqrun.job_attempts
  WHERE worker_id = 'w4' ORDER BY job_id;
 SELECT done FROM pqrun.queue_stats WHERE job_type = 'd';
+
+-- 3b. Statements that do not read the queue leave the claims deferred: a
+-- mark_done_batch later in the transaction still skips the claim write.
+BEGIN;
+SELECT live_updates() AS before \gset
+INSERT INTO got SELECT id, lease_token, 'later' FROM pqrun.pickup('w4b', batch_size => 3);
+SELECT count(*) AS kept FROM got WHERE step = 'later';
+SELECT pqrun.mark_done_batch(array_agg(id), array_agg(lease_token)) AS done FROM got WHERE step = 'later';
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT count(*) AS done_once FROM pqrun.jobs j JOIN got g USING (id)
+ WHERE g.step = 'later' AND j.status = 'DONE' AND j.attempts = 1 AND j.lease_token = g.lease_token AND j.locked_by = 'w4b';
 
 -- 4. A stale lease for a deferred claim raises 55000 like any other and
 -- changes nothing: the jobs stay READY and unclaimed.

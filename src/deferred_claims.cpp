@@ -1,12 +1,12 @@
 /* src/deferred_claims.cpp — batch claims written only if they must be.
  *
- * At most one pickup's claims are deferred at a time: every later statement
- * (including the next pickup's own) writes them first. Nothing outside this
- * backend can tell a deferred claim from a written one that is not yet
- * committed: the rows are locked either way, and both are gone with a
- * rollback. Inside the backend, everything that could read the rows starts
- * an executor or a utility command, or commits, and each of those writes the
- * claims before it looks.
+ * At most one pickup's claims are deferred at a time: anything that reads
+ * the queue writes them first, including the next pickup's own statements.
+ * Nothing outside this backend can tell a deferred claim from a written one
+ * that is not yet committed: the rows are locked either way, and both are
+ * gone with a rollback. Inside the backend, whatever could read the rows
+ * starts a query on one of pqrun's relations or a utility command, or
+ * commits, and each of those writes the claims before it looks.
  */
 #include "deferred_claims.hpp"
 
@@ -18,6 +18,7 @@
 extern "C" {
 #include "executor/executor.h"
 #include "tcop/utility.h"
+#include "catalog/namespace.h"
 #include "utils/snapmgr.h"
 }
 
@@ -31,9 +32,11 @@ struct Deferred {
 	int64 *ids;
 	pg_uuid_t *tokens;
 	bool *in_fifo;
+	ItemPointerData *ctids;
 	TimestampTz at;
 	char *worker;
-	Oid owner; /* the role the pickup ran as (the extension's owner) */
+	Oid owner;     /* the role the pickup ran as (the extension's owner) */
+	Oid namespace_id; /* pqrun's schema */
 	SubTransactionId subid;
 };
 
@@ -89,15 +92,31 @@ Write(const Deferred *d)
 	pickup_commit::AfterPickup(claims_only);
 }
 
-/* WriteBeforeLooking writes the deferred claims before the query of
- * `query_desc` starts, and lets the query see them when its snapshot is its
- * own (taken for it alone, as for every top-level statement and every
- * statement of a volatile function); a snapshot shared with an enclosing
- * query did not see the pickup's writes either. */
+/* ReadsQueue answers whether the query of `query_desc` reads or writes a
+ * relation of pqrun's schema (views are expanded into their tables by
+ * then). Queries that do not cannot see the jobs, nor can anything they
+ * call without starting a query of its own. */
+bool
+ReadsQueue(const QueryDesc *query_desc, Oid namespace_id)
+{
+	ListCell *lc;
+	foreach (lc, query_desc->plannedstmt->rtable) {
+		const auto *rte = lfirst_node(RangeTblEntry, lc);
+		if (rte->rtekind == RTE_RELATION && get_rel_namespace(rte->relid) == namespace_id)
+			return true;
+	}
+	return false;
+}
+
+/* WriteBeforeLooking writes the deferred claims before a query that looks at
+ * the queue starts, and lets it see them when its snapshot is its own
+ * (taken for it alone, as for every top-level statement and every statement
+ * of a volatile function); a snapshot shared with an enclosing query did not
+ * see the pickup's writes either. */
 void
 WriteBeforeLooking(QueryDesc *query_desc)
 {
-	if (deferred == nullptr || IsInParallelMode())
+	if (deferred == nullptr || IsInParallelMode() || !ReadsQueue(query_desc, deferred->namespace_id))
 		return;
 	WriteAll();
 	Snapshot snapshot = query_desc->snapshot;
@@ -144,7 +163,8 @@ ShouldDefer(int32 batch_size, int64 wait_ms)
 }
 
 void
-Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, TimestampTz at, const char *worker)
+Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, const ItemPointerData *ctids,
+      TimestampTz at, const char *worker)
 {
 	Assert(deferred == nullptr);
 	if (n == 0)
@@ -155,12 +175,15 @@ Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, 
 	d->ids = static_cast<int64 *>(palloc(sizeof(int64) * n));
 	d->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n));
 	d->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * n));
+	d->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n));
 	memcpy(d->ids, ids, sizeof(int64) * n);
+	memcpy(d->ctids, ctids, sizeof(ItemPointerData) * n);
 	memcpy(d->tokens, tokens, sizeof(pg_uuid_t) * n);
 	memcpy(d->in_fifo, in_fifo, sizeof(bool) * n);
 	d->at = at;
 	d->worker = pstrdup(worker);
 	d->owner = GetUserId();
+	d->namespace_id = get_namespace_oid("pqrun", false);
 	d->subid = GetCurrentSubTransactionId();
 	MemoryContextSwitchTo(old);
 	deferred = d;
@@ -179,12 +202,13 @@ WriteAll()
 Taken
 TakeForFinish(int n, const Datum *ids, const Datum *leases)
 {
-	Taken taken{0, Datum(0), Datum(0), 0, Datum(0)};
+	Taken taken{0, Datum(0), Datum(0), Datum(0), 0, Datum(0)};
 	Deferred *d = deferred;
 	if (d == nullptr || d->subid != GetCurrentSubTransactionId())
 		return taken;
 	int64 *taken_ids = static_cast<int64 *>(palloc(sizeof(int64) * (d->count + 1)));
 	pg_uuid_t *taken_tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (d->count + 1)));
+	ItemPointerData *taken_ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (d->count + 1)));
 	/* Claims come in pickup order, the ids in the caller's: match through a
 	 * hash of the claims' positions. */
 	HASHCTL ctl{};
@@ -215,10 +239,12 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	for (int i = 0; i < d->count; i++) {
 		if (take[i]) {
 			taken_ids[taken.count] = d->ids[i];
+			taken_ctids[taken.count] = d->ctids[i];
 			taken_tokens[taken.count++] = d->tokens[i];
 		} else {
 			d->ids[kept] = d->ids[i];
 			d->tokens[kept] = d->tokens[i];
+			d->ctids[kept] = d->ctids[i];
 			d->in_fifo[kept++] = d->in_fifo[i];
 		}
 	}
@@ -229,6 +255,11 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	if (taken.count > 0) {
 		taken.ids = Int8Array(taken_ids, taken.count);
 		taken.tokens = UuidArray(taken_tokens, taken.count);
+		Datum *ctid_datums = static_cast<Datum *>(palloc(sizeof(Datum) * taken.count));
+		for (int i = 0; i < taken.count; i++)
+			ctid_datums[i] = PointerGetDatum(&taken_ctids[i]);
+		taken.ctids = PointerGetDatum(
+			construct_array(ctid_datums, taken.count, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
 		taken.at = d->at;
 		taken.worker = CStringGetTextDatum(d->worker);
 	}

@@ -4,12 +4,13 @@
  * which already keeps every other pickup away) and returns them as RUNNING
  * without writing them. The claims are written (the RUNNING versions of the
  * rows) before anything else can look at the jobs: when the transaction
- * commits or prepares, and when any other statement or command starts in this
- * backend, whose snapshot is then moved past the write. mark_done_batch in
- * the same statement and subtransaction as the pickup finishes such jobs
- * directly, so a job claimed and finished together is written once instead
- * of twice. A rollback of the pickup's (sub)transaction forgets them with
- * their row locks.
+ * commits or prepares, when a query that reads one of pqrun's relations
+ * starts in this backend (its snapshot is then moved past the write), and
+ * before any utility command. mark_done_batch in the same subtransaction as
+ * the pickup, with nothing in between that looked at the queue, finishes such
+ * jobs directly, so a job claimed and finished together is written once
+ * instead of twice. A rollback of the pickup's (sub)transaction forgets them
+ * with their row locks.
  */
 #pragma once
 
@@ -23,6 +24,7 @@ struct Taken {
 	int count;
 	Datum ids;    /* bigint[] */
 	Datum tokens; /* uuid[] */
+	Datum ctids;  /* tid[] */
 	TimestampTz at;
 	Datum worker; /* text */
 };
@@ -33,18 +35,18 @@ struct Taken {
 bool ShouldDefer(int32 batch_size, int64 wait_ms);
 
 /* Defer records the n jobs a pickup just locked and handed out, with their
- * lease tokens, whether each is in a FIFO group, the claim's time and
- * worker. The caller must have run its last statement. */
-void Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, TimestampTz at,
-           const char *worker);
+ * lease tokens, whether each is in a FIFO group, their rows' ctids, the
+ * claim's time and worker. The caller must have run its last statement. */
+void Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, const ItemPointerData *ctids,
+           TimestampTz at, const char *worker);
 
 /* WriteAll writes every deferred claim; a no-op when there is none. */
 void WriteAll();
 
 /* TakeForFinish takes the deferred claims of jobs in `ids` (with matching
- * `leases` when given; NULL entries in neither) that mark_done_batch can finish
- * itself: outside FIFO groups, claimed in the current subtransaction. The
- * others stay deferred and are written by the next statement. */
+ * `leases` when given) that mark_done_batch can finish itself: outside FIFO
+ * groups, claimed in the current subtransaction. The others stay deferred
+ * and are written by mark_done_batch's first statement. */
 Taken TakeForFinish(int n, const Datum *ids, const Datum *leases);
 
 /* InstallHooks registers the executor, utility and transaction hooks. */

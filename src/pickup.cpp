@@ -29,6 +29,7 @@ struct Locked {
 	int64 *ids;
 	pg_uuid_t *tokens;
 	bool *in_fifo;
+	ItemPointerData *ctids;
 };
 
 /* AppendClaimed appends the n claimed rows of the last result (pqrun.jobs
@@ -38,12 +39,15 @@ wake::PickKey
 AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, Locked *locked)
 {
 	wake::PickKey last{INT64_MAX, INT64_MAX};
-	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * out_desc->natts));
-	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * out_desc->natts));
+	/* A locking pick adds the rows' ctids after the pqrun.jobs columns. */
+	int natts = SPI_tuptable->tupdesc->natts;
+	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * natts));
+	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * natts));
 	if (locked) {
 		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (n + 1)));
 		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
+		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (n + 1)));
 		locked->count = n;
 	}
 	for (uint64 i = 0; i < n; i++) {
@@ -59,6 +63,7 @@ AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, Locked *locked
 			locked->ids[i] = DatumGetInt64(row_values[0]);
 			locked->tokens[i] = *DatumGetUUIDP(row_values[12]);
 			locked->in_fifo[i] = !row_nulls[14];
+			locked->ctids[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(row_values[out_desc->natts]));
 		}
 	}
 	return last;
@@ -213,10 +218,10 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
 	if (defer) {
-		Locked locked{0, nullptr, nullptr, nullptr};
+		Locked locked{0, nullptr, nullptr, nullptr, nullptr};
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false, &locked);
 		/* After the last statement of this pickup, which would write them. */
-		deferred_claims::Defer(locked.count, locked.ids, locked.tokens, locked.in_fifo,
+		deferred_claims::Defer(locked.count, locked.ids, locked.tokens, locked.in_fifo, locked.ctids,
 		                       DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
 	} else if (wait_ms <= 0) {
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);

@@ -327,7 +327,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	 * statement's start. */
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	if (taken.count > 0) {
-		Datum values[4] = {taken.ids, taken.tokens, TimestampTzGetDatum(taken.at), taken.worker};
+		Datum values[5] = {taken.ids, taken.tokens, TimestampTzGetDatum(taken.at), taken.worker, taken.ctids};
 		uint64 rows = Exec(Stmt::kFinishDeferredClaims, values, nullptr, SPI_OK_SELECT);
 		if (rows != static_cast<uint64>(taken.count))
 			elog(ERROR, "pqrun: finished %llu of %d deferred claims", (unsigned long long)rows, taken.count);

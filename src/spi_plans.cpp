@@ -54,7 +54,7 @@ struct StmtDef {
 #define LOCK_PICK(filter)                                                                                              \
 	"SELECT id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"          \
 	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " LEASE_TOKEN ", dedupe_key, fifo_key, depends_on,"     \
-	"   last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"                            \
+	"   last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz, ctid"                      \
 	" FROM pqrun.job_live"                                                                                             \
 	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                   \
 	" ORDER BY (-(priority::bigint)), id"                                                                              \
@@ -156,7 +156,7 @@ const StmtDef kStmts[] = {
 	 5, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
 	/* A batch pickup whose claims are deferred (deferred_claims.hpp): the
 	 * same rows as PICK, locked but not written, as pqrun.jobs rows the
-	 * claim will make of them. */
+	 * claim will make of them, followed by where each row is. */
 	{Stmt::kLockPick, "lock pick", LOCK_PICK(""), 7,
 	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
 	{Stmt::kLockPickTypes, "lock pick by type", LOCK_PICK("AND job_type = ANY ($3)"), 7,
@@ -175,11 +175,13 @@ const StmtDef kStmts[] = {
 	 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"
 	 " WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'",
 	 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
-	/* mark_done_batch of deferred claims (arguments as above): the READY
+	/* mark_done_batch of deferred claims (arguments as above, and $5 the
+	 * rows' ctids, which cannot have moved under the row locks): the READY
 	 * rows go straight to job_done as the jobs' DONE attempt; the result is
 	 * laid out as FINISH_FROM_GONE's. */
 	{Stmt::kFinishDeferredClaims, "finish deferred claims",
-	 "WITH gone AS (DELETE FROM pqrun.job_live j WHERE j.id = ANY ($1) AND j.status = 'READY' AND j.fifo_key IS NULL"
+	 "WITH gone AS (DELETE FROM pqrun.job_live j WHERE j.ctid = ANY ($5) AND j.id = ANY ($1) AND j.status = 'READY'"
+	 "   AND j.fifo_key IS NULL"
 	 "   RETURNING j.*),"
 	 " moved AS ("
 	 "  INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, duration_ms,"
@@ -191,7 +193,7 @@ const StmtDef kStmts[] = {
 	 "     g.dedupe_key, g.fifo_key, g.depends_on, 'done', g.last_error, NULL, g.payload"
 	 "  FROM gone g JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token) ON c.id = g.id)"
 	 " SELECT has_dependents, fifo_key, queue, job_type, 'RUNNING', $3::timestamptz, id FROM gone",
-	 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
+	 5, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID, TIDARRAYOID}},
 	/* The true first pickup key, for the maintenance round's hint backstop. */
 	{Stmt::kPickHead, "pick head",
 	 "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed"
