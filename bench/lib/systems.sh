@@ -23,7 +23,8 @@ setup_databases() {
 		q postgres "CREATE DATABASE $db" >/dev/null
 	done
 	q bench_pqrun "CREATE EXTENSION pqrun; CREATE SCHEMA bench;
-		CREATE TABLE bench.l1 (id bigint PRIMARY KEY, lat_us bigint NOT NULL)" >/dev/null
+		CREATE TABLE bench.l1 (id bigint PRIMARY KEY, lat_us bigint NOT NULL, returned_at timestamptz NOT NULL);
+		CREATE TABLE bench.l1_commits (id bigint PRIMARY KEY)" >/dev/null
 	# Nobody LISTENs here (consumers long-poll) and the baseline sends no
 	# NOTIFY either; BENCH_PQRUN_NOTIFY=on measures the default instead.
 	q postgres "ALTER DATABASE bench_pqrun SET pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off}" >/dev/null
@@ -45,7 +46,7 @@ refill() {
 	case $system in
 	pqrun)
 		# DROP/CREATE EXTENSION is the API's own way to start from nothing.
-		q "$db" "DROP EXTENSION pqrun; CREATE EXTENSION pqrun; TRUNCATE bench.l1" >/dev/null
+		q "$db" "DROP EXTENSION pqrun; CREATE EXTENSION pqrun; TRUNCATE bench.l1, bench.l1_commits" >/dev/null
 		[ "$depth" -gt 0 ] && q "$db" "SET synchronous_commit = off;
 			DO \$\$
 			BEGIN
