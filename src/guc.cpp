@@ -100,8 +100,9 @@ Define()
 	                         &pqrun_synchronous_pickup, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.deferred_claims",
 	                         gettext_noop("Lets a batch pickup lock its jobs and write their claims only when needed."),
-	                         gettext_noop("Jobs that mark_done_batch finishes in the same statement are then written "
-	                                      "once instead of twice; off, every pickup writes its claims at once."),
+	                         gettext_noop("Jobs that mark_done_batch finishes before anything reads the queue are "
+	                                      "then written once instead of twice; off, every pickup writes its claims "
+	                                      "at once."),
 	                         &pqrun_deferred_claims, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	/* A restart-only setting can only be defined while the postmaster loads
 	 * the library; loaded later, pqrun leaves malloc alone. */

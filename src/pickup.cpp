@@ -1,7 +1,9 @@
 /* src/pickup.cpp — claiming jobs: pickup, its long poll, and await_jobs.
  *
  * A pickup claims in pickup-key order (-priority, id) from the pickup hint
- * on (wake.cpp), then due delayed jobs nobody promoted yet. A pickup that
+ * on (wake.cpp), then due delayed jobs nobody promoted yet. A batch pickup
+ * that does not wait only locks its jobs and leaves writing the claims to
+ * deferred_claims.cpp. A pickup that
  * may wait registers as a waiter first, looks in subtransactions rolled back
  * when empty, and sleeps on its latch until a commit, a due time or its
  * deadline; await_jobs does the same without claiming and without holding a

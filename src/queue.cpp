@@ -322,9 +322,8 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 				with_dependents.ids[with_dependents.count++] = ColInt64(i, 7);
 		}
 	};
-	/* Jobs that a pickup in this statement claimed without writing the claim
-	 * go to job_done at once; the other deferred claims are written by the
-	 * statement's start. */
+	/* Jobs whose claims a batch pickup deferred go to job_done at once; any
+	 * other deferred claim is written when the next statement starts. */
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	if (taken.count > 0) {
 		Datum values[5] = {taken.ids, taken.tokens, TimestampTzGetDatum(taken.at), taken.worker, taken.ctids};

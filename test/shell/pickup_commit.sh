@@ -74,6 +74,16 @@ expect sync "a temporary table INSERT, then a pickup" "" "INSERT INTO scratch VA
 expect sync "an enqueue, then a pickup" "" "SELECT pqrun.enqueue('c'); $pick"
 expect sync "a pickup, a rolled-back savepoint with a write" "" \
 	"$pick; SAVEPOINT s; INSERT INTO side VALUES (:t); ROLLBACK TO s"
+# Batch pickups defer their claims (README "Batches claimed and finished
+# together"); written at commit or by a read of the queue, they are claims
+# all the same.
+batch="SELECT count(*) FROM pqrun.pickup('w', batch_size => 3)"
+expect async "a batch pickup, claims written at commit" "" "$batch"
+expect async "a batch pickup, claims written by a read of pqrun.jobs" "" \
+	"$batch; SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'"
+expect sync "a batch pickup, then an INSERT" "" "$batch; INSERT INTO side VALUES (:t)"
+expect sync "a batch pickup finished by mark_done_batch" "" \
+	"SELECT pqrun.mark_done_batch(array_agg(id)) FROM pqrun.pickup('w', batch_size => 3)"
 expect sync "a pickup with pqrun.synchronous_pickup = on" "SET pqrun.synchronous_pickup = on" "$pick"
 expect sync "a pickup with SET LOCAL pqrun.synchronous_pickup = on" "" \
 	"SET LOCAL pqrun.synchronous_pickup = on; $pick"
