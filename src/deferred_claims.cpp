@@ -14,11 +14,12 @@
 #include "guc.hpp"
 #include "pickup_commit.hpp"
 #include "spi_plans.hpp"
+#include "spi_rows.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "tcop/utility.h"
-#include "catalog/namespace.h"
 #include "utils/snapmgr.h"
 }
 
@@ -35,7 +36,7 @@ struct Deferred {
 	ItemPointerData *ctids;
 	TimestampTz at;
 	char *worker;
-	Oid owner;     /* the role the pickup ran as (the extension's owner) */
+	Oid owner;        /* the role the pickup ran as (the extension's owner) */
 	Oid namespace_id; /* pqrun's schema */
 	SubTransactionId subid;
 };
@@ -54,15 +55,6 @@ UuidArray(const pg_uuid_t *tokens, int n)
 	return PointerGetDatum(construct_array(elems, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
 }
 
-Datum
-Int8Array(const int64 *ids, int n)
-{
-	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(ids[i]);
-	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 /* Write runs the claim UPDATE for `d` as the role that made the claims (the
  * current user may not write pqrun's tables). */
 void
@@ -78,7 +70,7 @@ Write(const Deferred *d)
 	if (own_snapshot)
 		PushActiveSnapshot(GetTransactionSnapshot());
 	spi::Connect();
-	Datum values[4] = {Int8Array(d->ids, d->count), UuidArray(d->tokens, d->count), TimestampTzGetDatum(d->at),
+	Datum values[4] = {spi::Int8Array(d->ids, d->count), UuidArray(d->tokens, d->count), TimestampTzGetDatum(d->at),
 	                   CStringGetTextDatum(d->worker)};
 	uint64 written = spi::Exec(spi::Stmt::kWriteDeferredClaims, values, nullptr, SPI_OK_UPDATE);
 	if (written != static_cast<uint64>(d->count))
@@ -211,14 +203,14 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	ItemPointerData *taken_ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (d->count + 1)));
 	/* Claims come in pickup order, the ids in the caller's: match through a
 	 * hash of the claims' positions. */
-	HASHCTL ctl{};
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(int64) + sizeof(int);
-	ctl.hcxt = CurrentMemoryContext;
 	struct Entry {
 		int64 id;
 		int pos;
 	};
+	HASHCTL ctl{};
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(Entry);
+	ctl.hcxt = CurrentMemoryContext;
 	HTAB *positions = hash_create("pqrun deferred claims", d->count, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (int i = 0; i < d->count; i++) {
 		bool found;
@@ -253,7 +245,7 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 		deferred = nullptr;
 	hash_destroy(positions);
 	if (taken.count > 0) {
-		taken.ids = Int8Array(taken_ids, taken.count);
+		taken.ids = spi::Int8Array(taken_ids, taken.count);
 		taken.tokens = UuidArray(taken_tokens, taken.count);
 		Datum *ctid_datums = static_cast<Datum *>(palloc(sizeof(Datum) * taken.count));
 		for (int i = 0; i < taken.count; i++)
