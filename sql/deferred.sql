@@ -82,6 +82,35 @@ COMMIT;
 SELECT locked_by, status, count(*) FROM pqrun.jobs WHERE locked_by IN ('w6', 'w7') GROUP BY 1, 2 ORDER BY 1;
 SELECT count(*) AS never_attempted FROM pqrun.jobs WHERE status = 'READY' AND attempts = 0 AND locked_by IS NULL;
 
+-- 5b. Claims written inside a savepoint below the pickup's are written again
+-- when that savepoint rolls back (the pickup's locks are still held), so
+-- they are never lost.
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w6a', batch_size => 2);
+SAVEPOINT s;
+SELECT count(*) AS running_w6a FROM pqrun.jobs WHERE locked_by = 'w6a' AND status = 'RUNNING';
+ROLLBACK TO s;
+SELECT count(*) AS running_w6a FROM pqrun.jobs WHERE locked_by = 'w6a' AND status = 'RUNNING';
+COMMIT;
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w6b', batch_size => 2);
+SAVEPOINT a;
+SAVEPOINT b;
+SELECT count(*) AS running_w6b FROM pqrun.jobs WHERE locked_by = 'w6b' AND status = 'RUNNING';
+RELEASE b;
+ROLLBACK TO a;
+COMMIT;
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) AS picked FROM pqrun.pickup('w6c', batch_size => 2);
+SAVEPOINT b;
+SELECT count(*) AS running_w6c FROM pqrun.jobs WHERE locked_by = 'w6c' AND status = 'RUNNING';
+ROLLBACK TO b;
+RELEASE a;
+COMMIT;
+SELECT locked_by, status, attempts, count(*) FROM pqrun.jobs WHERE locked_by IN ('w6a', 'w6b', 'w6c')
+ GROUP BY 1, 2, 3 ORDER BY 1;
+
 -- 6. Two pickups in one statement never hand out the same job: the second
 -- writes the first one's claims before it looks.
 SELECT count(*) AS picked, count(DISTINCT id) AS distinct_ids

@@ -1,12 +1,16 @@
 /* src/deferred_claims.cpp — batch claims written only if they must be.
  *
- * At most one pickup's claims are deferred at a time: anything that reads
- * the queue writes them first, including the next pickup's own statements.
  * Nothing outside this backend can tell a deferred claim from a written one
  * that is not yet committed: the rows are locked either way, and both are
  * gone with a rollback. Inside the backend, whatever could read the rows
  * starts a query on one of pqrun's relations or a utility command, or
  * commits, and each of those writes the claims before it looks.
+ *
+ * A claim written in a subtransaction below the pickup's is undone if that
+ * subtransaction rolls back, while the pickup's row locks stay: so each
+ * batch remembers where it was written, goes back to unwritten with such a
+ * rollback (the next reader or the commit writes it again), and is
+ * forgotten once its write has reached the pickup's own level.
  */
 #include "deferred_claims.hpp"
 
@@ -27,8 +31,8 @@ namespace pqrun::deferred_claims {
 
 namespace {
 
-/* The deferred claims of one pickup, in TopTransactionContext. */
-struct Deferred {
+/* The claims of one batch pickup, in TopTransactionContext. */
+struct Batch {
 	int count;
 	int64 *ids;
 	pg_uuid_t *tokens;
@@ -38,10 +42,36 @@ struct Deferred {
 	char *worker;
 	Oid owner;        /* the role the pickup ran as (the extension's owner) */
 	Oid namespace_id; /* pqrun's schema */
-	SubTransactionId subid;
+	SubTransactionId subid;      /* where the pickup's row locks are */
+	SubTransactionId written_in; /* where the claims were written; invalid while they are not */
+	Batch *next;
 };
 
-Deferred *deferred = nullptr;
+/* Batches of this transaction whose claims are unwritten, or written below
+ * the pickup's subtransaction. */
+Batch *batches = nullptr;
+
+bool
+Unwritten()
+{
+	for (const Batch *b = batches; b != nullptr; b = b->next)
+		if (b->written_in == InvalidSubTransactionId)
+			return true;
+	return false;
+}
+
+/* Settle forgets the batches whose claims were written at the pickup's own
+ * level: they now stand or fall with its row locks. */
+void
+Settle()
+{
+	for (Batch **link = &batches; *link != nullptr;) {
+		if ((*link)->written_in == (*link)->subid)
+			*link = (*link)->next;
+		else
+			link = &(*link)->next;
+	}
+}
 
 ExecutorStart_hook_type prev_executor_start = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
@@ -58,7 +88,7 @@ UuidArray(const pg_uuid_t *tokens, int n)
 /* Write runs the claim UPDATE for `d` as the role that made the claims (the
  * current user may not write pqrun's tables). */
 void
-Write(const Deferred *d)
+Write(const Batch *d)
 {
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	Oid user;
@@ -108,7 +138,7 @@ ReadsQueue(const QueryDesc *query_desc, Oid namespace_id)
 void
 WriteBeforeLooking(QueryDesc *query_desc)
 {
-	if (deferred == nullptr || IsInParallelMode() || !ReadsQueue(query_desc, deferred->namespace_id))
+	if (!Unwritten() || IsInParallelMode() || !ReadsQueue(query_desc, batches->namespace_id))
 		return;
 	WriteAll();
 	Snapshot snapshot = query_desc->snapshot;
@@ -128,7 +158,7 @@ OnXactEvent(XactEvent event)
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
-		deferred = nullptr; /* its memory goes with the transaction */
+		batches = nullptr; /* their memory goes with the transaction */
 		break;
 	default:
 		break;
@@ -138,12 +168,22 @@ OnXactEvent(XactEvent event)
 void
 OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId parent_subid)
 {
-	if (deferred == nullptr || deferred->subid != subid)
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		deferred = nullptr; /* the row locks went with it */
-	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-		deferred->subid = parent_subid;
+	bool abort = event == SUBXACT_EVENT_ABORT_SUB;
+	for (Batch **link = &batches; *link != nullptr;) {
+		Batch *b = *link;
+		if (b->subid == subid && abort) {
+			*link = b->next; /* the row locks went with it */
+			continue;
+		}
+		if (b->subid == subid)
+			b->subid = parent_subid;
+		if (b->written_in == subid)
+			b->written_in = abort ? InvalidSubTransactionId : parent_subid;
+		link = &b->next;
+	}
+	Settle();
 }
 
 } // namespace
@@ -158,45 +198,61 @@ void
 Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, const ItemPointerData *ctids,
       TimestampTz at, const char *worker)
 {
-	Assert(deferred == nullptr);
+	Assert(!Unwritten());
 	if (n == 0)
 		return;
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-	auto *d = static_cast<Deferred *>(palloc(sizeof(Deferred)));
-	d->count = static_cast<int>(n);
-	d->ids = static_cast<int64 *>(palloc(sizeof(int64) * n));
-	d->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n));
-	d->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * n));
-	d->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n));
-	memcpy(d->ids, ids, sizeof(int64) * n);
-	memcpy(d->ctids, ctids, sizeof(ItemPointerData) * n);
-	memcpy(d->tokens, tokens, sizeof(pg_uuid_t) * n);
-	memcpy(d->in_fifo, in_fifo, sizeof(bool) * n);
-	d->at = at;
-	d->worker = pstrdup(worker);
-	d->owner = GetUserId();
-	d->namespace_id = get_namespace_oid("pqrun", false);
-	d->subid = GetCurrentSubTransactionId();
+	auto *b = static_cast<Batch *>(palloc(sizeof(Batch)));
+	b->count = static_cast<int>(n);
+	b->ids = static_cast<int64 *>(palloc(sizeof(int64) * n));
+	b->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n));
+	b->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * n));
+	b->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n));
+	memcpy(b->ids, ids, sizeof(int64) * n);
+	memcpy(b->ctids, ctids, sizeof(ItemPointerData) * n);
+	memcpy(b->tokens, tokens, sizeof(pg_uuid_t) * n);
+	memcpy(b->in_fifo, in_fifo, sizeof(bool) * n);
+	b->at = at;
+	b->worker = pstrdup(worker);
+	b->owner = GetUserId();
+	b->namespace_id = get_namespace_oid("pqrun", false);
+	b->subid = GetCurrentSubTransactionId();
+	b->written_in = InvalidSubTransactionId;
+	b->next = batches;
 	MemoryContextSwitchTo(old);
-	deferred = d;
+	batches = b;
 }
 
 void
 WriteAll()
 {
-	/* Taken out first: the UPDATE's own executor start must find nothing. */
-	Deferred *d = deferred;
-	deferred = nullptr;
-	if (d != nullptr)
-		Write(d);
+	/* All marked written first, so that the UPDATEs' own executor starts
+	 * find nothing to write; if one fails, the rollback of this
+	 * subtransaction marks them unwritten again. */
+	SubTransactionId here = GetCurrentSubTransactionId();
+	List *to_write = NIL;
+	for (Batch *b = batches; b != nullptr; b = b->next) {
+		if (b->written_in == InvalidSubTransactionId) {
+			b->written_in = here;
+			to_write = lappend(to_write, b);
+		}
+	}
+	if (to_write == NIL)
+		return;
+	ListCell *lc;
+	foreach (lc, to_write)
+		Write(static_cast<const Batch *>(lfirst(lc)));
+	list_free(to_write);
+	Settle();
 }
 
 Taken
 TakeForFinish(int n, const Datum *ids, const Datum *leases)
 {
 	Taken taken{0, Datum(0), Datum(0), Datum(0), 0, Datum(0)};
-	Deferred *d = deferred;
-	if (d == nullptr || d->subid != GetCurrentSubTransactionId())
+	/* Only the one batch a pickup of this subtransaction left unwritten. */
+	Batch *d = batches;
+	if (d == nullptr || d->written_in != InvalidSubTransactionId || d->subid != GetCurrentSubTransactionId())
 		return taken;
 	int64 *taken_ids = static_cast<int64 *>(palloc(sizeof(int64) * (d->count + 1)));
 	pg_uuid_t *taken_tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (d->count + 1)));
@@ -242,7 +298,7 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	}
 	d->count = kept;
 	if (kept == 0)
-		deferred = nullptr;
+		batches = d->next;
 	hash_destroy(positions);
 	if (taken.count > 0) {
 		taken.ids = spi::Int8Array(taken_ids, taken.count);
@@ -281,7 +337,7 @@ pqrun_deferred_process_utility(PlannedStmt *pstmt, const char *query_string, boo
                                ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *query_env,
                                DestReceiver *dest, QueryCompletion *qc)
 {
-	if (pqrun::deferred_claims::deferred != nullptr && !IsA(pstmt->utilityStmt, TransactionStmt) &&
+	if (pqrun::deferred_claims::Unwritten() && !IsA(pstmt->utilityStmt, TransactionStmt) &&
 	    !IsAbortedTransactionBlockState())
 		pqrun::GuardedEntry([]() { pqrun::deferred_claims::WriteAll(); });
 	if (pqrun::deferred_claims::prev_process_utility)
