@@ -10,7 +10,8 @@
  * the pickup, with nothing in between that looked at the queue, finishes such
  * jobs directly, so a job claimed and finished together is written once
  * instead of twice. A rollback of the pickup's (sub)transaction forgets them
- * with their row locks.
+ * with their row locks; a rollback of a savepoint below it in which they
+ * were written makes them unwritten again.
  */
 #pragma once
 
@@ -40,7 +41,7 @@ bool ShouldDefer(int32 batch_size, int64 wait_ms);
 void Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, const ItemPointerData *ctids,
            TimestampTz at, const char *worker);
 
-/* WriteAll writes every deferred claim; a no-op when there is none. */
+/* WriteAll writes every unwritten claim; a no-op when there is none. */
 void WriteAll();
 
 /* TakeForFinish takes the deferred claims of jobs in `ids` (with matching
