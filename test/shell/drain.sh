@@ -18,6 +18,9 @@
 # statement, where the claims are never written (src/deferred_claims.hpp):
 # job_live sees one DELETE per job and no UPDATE, against one UPDATE per job
 # (the claim, written at commit) in phase 3.
+# Phase 5: batches of 5 through every path a deferred claim can take
+# (savepoints, rollbacks, reads between pickup and mark_done_batch); every
+# job must end DONE after one counted attempt, with no client error.
 # Phase 2: 8 clients enqueue 200 jobs each with a random key out of 50 shared
 # dedupe keys, all at the same time. API.md: exactly one unfinished job per
 # key exists afterwards.
@@ -177,6 +180,59 @@ assert "every job left job_live once" wait_for 10 $((del4 + jobs)) \
 	"SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
 check "no claim was written" "$upd4" \
 	"SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
+
+echo "== phase 5: $clients clients drain $((jobs / 5)) jobs in batches of 5 through savepoints and rollbacks"
+mix_jobs=$((jobs / 5))
+q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'mix'))
+	FROM generate_series(1, $mix_jobs)))" >/dev/null || exit 1
+# Every path a deferred claim can take: written by a read inside a
+# savepoint that rolls back, forgotten with the whole transaction or with
+# the pickup's savepoint, finished in a savepoint below the pickup, written
+# by a read and then finished, finished directly. A claim lost on any path
+# would leave its job READY while a worker finishes it (55000, a pgbench
+# error) or let two workers run it.
+cat >"$tmp/mix.sql" <<'EOF'
+\set path random(1, 6)
+BEGIN;
+\if :path = 3
+SAVEPOINT a;
+\endif
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease_token), '{}') AS leases
+  FROM pqrun.pickup('m' || :client_id::text, job_types => '{mix}', batch_size => 5) \gset
+\if :path = 1
+SAVEPOINT s;
+SELECT count(*) FROM pqrun.jobs WHERE id = ANY (:ids::bigint[]) AND status = 'RUNNING';
+ROLLBACK TO s;
+SELECT pqrun.mark_done_batch(:ids::bigint[], :leases::uuid[]);
+COMMIT;
+\elif :path = 2
+ROLLBACK;
+\elif :path = 3
+ROLLBACK TO a;
+COMMIT;
+\elif :path = 4
+SAVEPOINT s;
+SELECT pqrun.mark_done_batch(:ids::bigint[], :leases::uuid[]);
+RELEASE s;
+COMMIT;
+\elif :path = 5
+SELECT count(*) FROM pqrun.job_attempts WHERE job_id = ANY (:ids::bigint[]);
+SELECT pqrun.mark_done_batch(:ids::bigint[], :leases::uuid[]);
+COMMIT;
+\else
+SELECT pqrun.mark_done_batch(:ids::bigint[], :leases::uuid[]);
+COMMIT;
+\endif
+EOF
+t6=$(now_ms)
+bench mix "$tmp/mix.sql" $((mix_jobs / 5 / clients * 4 + 20)) "${PQRUN_DRAIN_TIMEOUT:-75}"
+echo "     mixed drain: $(($(now_ms) - t6)) ms"
+check "every job is DONE after exactly one counted attempt" "$mix_jobs" \
+	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'mix' AND status = 'DONE' AND attempts = 1"
+check "one attempt row per job, outcome done, by the worker holding its lease" "$mix_jobs" \
+	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
+	  WHERE j.job_type = 'mix' AND a.outcome = 'done' AND a.attempt = 1"
+check "none of them is left unfinished" 0 "SELECT count(*) FROM pqrun.job_live WHERE job_type = 'mix'"
 
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 [ $violations = 0 ]
