@@ -133,6 +133,19 @@ check "they are READY and untouched" "$keys" \
 # by backends (every client flushes its counts when it exits).
 live_stat() { q -c "SELECT $1 FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"; }
 
+# check_drained TYPE N: the N jobs of TYPE all ended DONE after one counted
+# attempt, each with one attempt row (outcome done) by the worker that held
+# it and its lease, and every client finished some.
+check_drained() {
+	check "every $1 job is DONE after exactly one attempt" "$2" \
+		"SELECT count(*) FROM pqrun.jobs WHERE job_type = '$1' AND status = 'DONE' AND attempts = 1"
+	check "one attempt row per $1 job, outcome done, by the picking worker, with its lease" "$2" \
+		"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
+		  WHERE j.job_type = '$1' AND a.outcome = 'done' AND a.attempt = 1 AND j.lease_token IS NOT NULL"
+	check "no $1 job is left unfinished" 0 "SELECT count(*) FROM pqrun.job_live WHERE job_type = '$1'"
+	check "every client finished $1 jobs" "$clients" "SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = '$1'"
+}
+
 echo "== phase 3: $clients clients drain $jobs jobs in batches (pickup 50, mark_done_batch)"
 upd3=$(live_stat n_tup_upd)
 q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'batch'))
@@ -145,13 +158,7 @@ EOF
 t4=$(now_ms)
 bench batch "$tmp/batch.sql" $((jobs / 50 / clients * 3 / 2 + 2)) "${PQRUN_DRAIN_TIMEOUT:-75}"
 echo "     batch drain: $(($(now_ms) - t4)) ms"
-check "every batch job is DONE after exactly one attempt" "$jobs" \
-	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'batch' AND status = 'DONE' AND attempts = 1"
-check "one attempt row per batch job, outcome done, by the picking worker" "$jobs" \
-	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
-	  WHERE j.job_type = 'batch' AND a.outcome = 'done' AND a.attempt = 1"
-check "every client finished batches" "$clients" \
-	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'batch'"
+check_drained batch "$jobs"
 check "queue_stats counts them done" "$jobs" "SELECT done FROM pqrun.queue_stats WHERE job_type = 'batch'"
 assert "each claim was written once, at the pickup's commit" wait_for 10 $((upd3 + jobs)) \
 	"SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
@@ -168,14 +175,7 @@ EOF
 t5=$(now_ms)
 bench same "$tmp/same.sql" $((jobs / 50 / clients * 3 / 2 + 2)) "${PQRUN_DRAIN_TIMEOUT:-75}"
 echo "     one-statement drain: $(($(now_ms) - t5)) ms"
-check "every job is DONE after exactly one attempt" "$jobs" \
-	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'same' AND status = 'DONE' AND attempts = 1"
-check "one attempt row per job, outcome done, by the picking worker, with its lease" "$jobs" \
-	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
-	  WHERE j.job_type = 'same' AND a.outcome = 'done' AND a.attempt = 1 AND j.lease_token IS NOT NULL"
-check "every client finished batches" "$clients" \
-	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'same'"
-check "none of them is left unfinished" 0 "SELECT count(*) FROM pqrun.job_live WHERE job_type = 'same'"
+check_drained same "$jobs"
 assert "every job left job_live once" wait_for 10 $((del4 + jobs)) \
 	"SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass"
 check "no claim was written" "$upd4" \
@@ -227,12 +227,7 @@ EOF
 t6=$(now_ms)
 bench mix "$tmp/mix.sql" $((mix_jobs / 5 / clients * 4 + 20)) "${PQRUN_DRAIN_TIMEOUT:-75}"
 echo "     mixed drain: $(($(now_ms) - t6)) ms"
-check "every job is DONE after exactly one counted attempt" "$mix_jobs" \
-	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'mix' AND status = 'DONE' AND attempts = 1"
-check "one attempt row per job, outcome done, by the worker holding its lease" "$mix_jobs" \
-	"SELECT count(*) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id AND j.locked_by = a.worker_id
-	  WHERE j.job_type = 'mix' AND a.outcome = 'done' AND a.attempt = 1"
-check "none of them is left unfinished" 0 "SELECT count(*) FROM pqrun.job_live WHERE job_type = 'mix'"
+check_drained mix "$mix_jobs"
 
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 [ $violations = 0 ]
