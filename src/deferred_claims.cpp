@@ -3,8 +3,9 @@
  * Nothing outside this backend can tell a deferred claim from a written one
  * that is not yet committed: the rows are locked either way, and both are
  * gone with a rollback. Inside the backend, whatever could read the rows
- * starts a query on one of pqrun's relations or a utility command, or
- * commits, and each of those writes the claims before it looks.
+ * starts a query on one of pqrun's relations (the executor hook here) or a
+ * utility command (utility_hook.cpp), or commits or prepares
+ * (pickup_commit.cpp), and each of those writes the claims before it looks.
  *
  * A claim written in a subtransaction below the pickup's is undone if that
  * subtransaction rolls back, while the pickup's row locks stay: so each
@@ -23,7 +24,6 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "executor/executor.h"
-#include "tcop/utility.h"
 #include "utils/snapmgr.h"
 }
 
@@ -33,11 +33,7 @@ namespace {
 
 /* The claims of one batch pickup, in TopTransactionContext. */
 struct Batch {
-	int count;
-	int64 *ids;
-	pg_uuid_t *tokens;
-	bool *in_fifo;
-	ItemPointerData *ctids;
+	Claims claims;
 	TimestampTz at;
 	char *worker;
 	Oid owner;        /* the role the pickup ran as (the extension's owner) */
@@ -74,7 +70,6 @@ Settle()
 }
 
 ExecutorStart_hook_type prev_executor_start = nullptr;
-ProcessUtility_hook_type prev_process_utility = nullptr;
 
 Datum
 UuidArray(const pg_uuid_t *tokens, int n)
@@ -100,11 +95,12 @@ Write(const Batch *d)
 	if (own_snapshot)
 		PushActiveSnapshot(GetTransactionSnapshot());
 	spi::Connect();
-	Datum values[4] = {spi::Int8Array(d->ids, d->count), UuidArray(d->tokens, d->count), TimestampTzGetDatum(d->at),
+	const Claims &c = d->claims;
+	Datum values[4] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
 	                   CStringGetTextDatum(d->worker)};
 	uint64 written = spi::Exec(spi::Stmt::kWriteDeferredClaims, values, nullptr, SPI_OK_UPDATE);
-	if (written != static_cast<uint64>(d->count))
-		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, d->count);
+	if (written != static_cast<uint64>(c.count))
+		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, c.count);
 	spi::Finish();
 	if (own_snapshot)
 		PopActiveSnapshot();
@@ -147,25 +143,6 @@ WriteBeforeLooking(QueryDesc *query_desc)
 }
 
 void
-OnXactEvent(XactEvent event)
-{
-	switch (event) {
-	case XACT_EVENT_PRE_PREPARE:
-		WriteAll();
-		break;
-	case XACT_EVENT_COMMIT:
-	case XACT_EVENT_ABORT:
-	case XACT_EVENT_PARALLEL_COMMIT:
-	case XACT_EVENT_PARALLEL_ABORT:
-	case XACT_EVENT_PREPARE:
-		batches = nullptr; /* their memory goes with the transaction */
-		break;
-	default:
-		break;
-	}
-}
-
-void
 OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId parent_subid)
 {
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
@@ -195,23 +172,21 @@ ShouldDefer(int32 batch_size, int64 wait_ms)
 }
 
 void
-Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, const ItemPointerData *ctids,
-      TimestampTz at, const char *worker)
+Defer(const Claims &claims, TimestampTz at, const char *worker)
 {
 	Assert(!Unwritten());
-	if (n == 0)
+	if (claims.count == 0)
 		return;
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 	auto *b = static_cast<Batch *>(palloc(sizeof(Batch)));
-	b->count = static_cast<int>(n);
-	b->ids = static_cast<int64 *>(palloc(sizeof(int64) * n));
-	b->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n));
-	b->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * n));
-	b->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n));
-	memcpy(b->ids, ids, sizeof(int64) * n);
-	memcpy(b->ctids, ctids, sizeof(ItemPointerData) * n);
-	memcpy(b->tokens, tokens, sizeof(pg_uuid_t) * n);
-	memcpy(b->in_fifo, in_fifo, sizeof(bool) * n);
+	int n = claims.count;
+	b->claims = {n, static_cast<int64 *>(palloc(sizeof(int64) * n)),
+	             static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n)), static_cast<bool *>(palloc(sizeof(bool) * n)),
+	             static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n))};
+	memcpy(b->claims.ids, claims.ids, sizeof(int64) * n);
+	memcpy(b->claims.tokens, claims.tokens, sizeof(pg_uuid_t) * n);
+	memcpy(b->claims.in_fifo, claims.in_fifo, sizeof(bool) * n);
+	memcpy(b->claims.ctids, claims.ctids, sizeof(ItemPointerData) * n);
 	b->at = at;
 	b->worker = pstrdup(worker);
 	b->owner = GetUserId();
@@ -246,14 +221,21 @@ WriteAll()
 	Settle();
 }
 
+void
+Forget()
+{
+	batches = nullptr; /* their memory goes with the transaction */
+}
+
 Taken
 TakeForFinish(int n, const Datum *ids, const Datum *leases)
 {
 	Taken taken{0, Datum(0), Datum(0), Datum(0), 0, Datum(0)};
 	/* Only the one batch a pickup of this subtransaction left unwritten. */
-	Batch *d = batches;
-	if (d == nullptr || d->written_in != InvalidSubTransactionId || d->subid != GetCurrentSubTransactionId())
+	Batch *b = batches;
+	if (b == nullptr || b->written_in != InvalidSubTransactionId || b->subid != GetCurrentSubTransactionId())
 		return taken;
+	Claims *d = &b->claims;
 	int64 *taken_ids = static_cast<int64 *>(palloc(sizeof(int64) * (d->count + 1)));
 	pg_uuid_t *taken_tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (d->count + 1)));
 	ItemPointerData *taken_ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (d->count + 1)));
@@ -298,7 +280,7 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	}
 	d->count = kept;
 	if (kept == 0)
-		batches = d->next;
+		batches = b->next;
 	hash_destroy(positions);
 	if (taken.count > 0) {
 		taken.ids = spi::Int8Array(taken_ids, taken.count);
@@ -308,8 +290,8 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 			ctid_datums[i] = PointerGetDatum(&taken_ctids[i]);
 		taken.ctids = PointerGetDatum(
 			construct_array(ctid_datums, taken.count, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
-		taken.at = d->at;
-		taken.worker = CStringGetTextDatum(d->worker);
+		taken.at = b->at;
+		taken.worker = CStringGetTextDatum(b->worker);
 	}
 	return taken;
 }
@@ -327,25 +309,6 @@ pqrun_deferred_executor_start(QueryDesc *query_desc, int eflags)
 	else
 		standard_ExecutorStart(query_desc, eflags);
 }
-
-/* Utility commands that read tables without an executor (COPY ... TO, say)
- * see the claims too. Transaction control is left alone: COMMIT and PREPARE
- * write them through the transaction callbacks, and a rollback or an
- * aborted transaction must not run statements. */
-static void
-pqrun_deferred_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
-                               ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *query_env,
-                               DestReceiver *dest, QueryCompletion *qc)
-{
-	if (pqrun::deferred_claims::Unwritten() && !IsA(pstmt->utilityStmt, TransactionStmt) &&
-	    !IsAbortedTransactionBlockState())
-		pqrun::GuardedEntry([]() { pqrun::deferred_claims::WriteAll(); });
-	if (pqrun::deferred_claims::prev_process_utility)
-		pqrun::deferred_claims::prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env,
-		                                             dest, qc);
-	else
-		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
-}
 }
 
 namespace pqrun::deferred_claims {
@@ -355,9 +318,6 @@ InstallHooks()
 {
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = pqrun_deferred_executor_start;
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = pqrun_deferred_process_utility;
-	RegisterXactCallback([](XactEvent event, void *) { GuardedEntry([=]() { OnXactEvent(event); }); }, nullptr);
 	RegisterSubXactCallback([](SubXactEvent event, SubTransactionId subid, SubTransactionId parent, void *) {
 		GuardedEntry([=]() { OnSubXactEvent(event, subid, parent); });
 	}, nullptr);

@@ -19,6 +19,16 @@
 
 namespace pqrun::deferred_claims {
 
+/* The jobs a batch pickup locked and handed out: ids, lease tokens, whether
+ * each is in a FIFO group, and their rows' ctids. */
+struct Claims {
+	int count;
+	int64 *ids;
+	pg_uuid_t *tokens;
+	bool *in_fifo;
+	ItemPointerData *ctids;
+};
+
 /* Claims of the last batch pickup that mark_done_batch may finish directly
  * (ids, their lease tokens, the claim's time and worker); count 0 when none. */
 struct Taken {
@@ -35,14 +45,17 @@ struct Taken {
  * another transaction and would only pay for the extra lock). */
 bool ShouldDefer(int32 batch_size, int64 wait_ms);
 
-/* Defer records the n jobs a pickup just locked and handed out, with their
- * lease tokens, whether each is in a FIFO group, their rows' ctids, the
- * claim's time and worker. The caller must have run its last statement. */
-void Defer(uint64 n, const int64 *ids, const pg_uuid_t *tokens, const bool *in_fifo, const ItemPointerData *ctids,
-           TimestampTz at, const char *worker);
+/* Defer records the claims a pickup just made, at `at` for `worker`. The
+ * caller must have run its last statement. */
+void Defer(const Claims &claims, TimestampTz at, const char *worker);
 
-/* WriteAll writes every unwritten claim; a no-op when there is none. */
+/* WriteAll writes every unwritten claim; a no-op when there is none. Called
+ * at pre-commit and pre-prepare (pickup_commit.cpp) and before utility
+ * commands (utility_hook.cpp). */
 void WriteAll();
+
+/* Forget drops what this module knows of the ending transaction. */
+void Forget();
 
 /* TakeForFinish takes the deferred claims of jobs in `ids` (with matching
  * `leases` when given) that mark_done_batch can finish itself: outside FIFO
@@ -50,7 +63,7 @@ void WriteAll();
  * and are written by mark_done_batch's first statement. */
 Taken TakeForFinish(int n, const Datum *ids, const Datum *leases);
 
-/* InstallHooks registers the executor, utility and transaction hooks. */
+/* InstallHooks registers the executor hook and the subtransaction callback. */
 void InstallHooks();
 
 } // namespace pqrun::deferred_claims

@@ -3,11 +3,10 @@
  * A pickup claims in pickup-key order (-priority, id) from the pickup hint
  * on (wake.cpp), then due delayed jobs nobody promoted yet. A batch pickup
  * that does not wait only locks its jobs and leaves writing the claims to
- * deferred_claims.cpp. A pickup that
- * may wait registers as a waiter first, looks in subtransactions rolled back
- * when empty, and sleeps on its latch until a commit, a due time or its
- * deadline; await_jobs does the same without claiming and without holding a
- * snapshot.
+ * deferred_claims.cpp. A pickup that may wait registers as a waiter first,
+ * looks in subtransactions rolled back when empty, and sleeps on its latch
+ * until a commit, a due time or its deadline; await_jobs does the same
+ * without claiming and without holding a snapshot.
  */
 #include "deferred_claims.hpp"
 #include "pickup_commit.hpp"
@@ -24,21 +23,11 @@ using namespace spi;
 
 namespace {
 
-/* Locked claims a pickup defers (deferred_claims.hpp), gathered from its
- * result rows; null when it writes its claims at once. */
-struct Locked {
-	uint64 count;
-	int64 *ids;
-	pg_uuid_t *tokens;
-	bool *in_fifo;
-	ItemPointerData *ctids;
-};
-
 /* AppendClaimed appends the n claimed rows of the last result (pqrun.jobs
  * rows) to `out`, gathers them into `locked` when given, and answers the
  * pickup key of the last one. */
 wake::PickKey
-AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, Locked *locked)
+AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, deferred_claims::Claims *locked)
 {
 	wake::PickKey last{INT64_MAX, INT64_MAX};
 	/* A locking pick adds the rows' ctids after the pqrun.jobs columns. */
@@ -50,7 +39,7 @@ AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, Locked *locked
 		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (n + 1)));
 		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
 		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (n + 1)));
-		locked->count = n;
+		locked->count = static_cast<int>(n);
 	}
 	for (uint64 i = 0; i < n; i++) {
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
@@ -78,7 +67,7 @@ AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, Locked *locked
  * promoted without claiming would stay locked until its statement ends. */
 uint64
 ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
-          bool will_wait, Locked *locked = nullptr)
+          bool will_wait, deferred_claims::Claims *locked = nullptr)
 {
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
@@ -220,11 +209,10 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
 	if (defer) {
-		Locked locked{0, nullptr, nullptr, nullptr, nullptr};
+		deferred_claims::Claims locked{0, nullptr, nullptr, nullptr, nullptr};
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false, &locked);
 		/* After the last statement of this pickup, which would write them. */
-		deferred_claims::Defer(locked.count, locked.ids, locked.tokens, locked.in_fifo, locked.ctids,
-		                       DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
+		deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
 	} else if (wait_ms <= 0) {
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
 	} else {

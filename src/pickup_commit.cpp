@@ -1,5 +1,8 @@
 /* src/pickup_commit.cpp — asynchronous commit of claim-only transactions.
  *
+ * Its transaction callback is also where deferred claims (deferred_claims.hpp)
+ * are written before commit or prepare and forgotten after.
+ *
  * XactLastRecEnd is the end of the last WAL record this transaction wrote
  * (0 before its first). A pickup that starts with nothing written, or with
  * nothing written since the previous such pickup, remembers where its own WAL
@@ -36,12 +39,16 @@ OnXactEvent(XactEvent event)
 			(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
 			                        false);
 		break;
+	case XACT_EVENT_PRE_PREPARE:
+		deferred_claims::WriteAll();
+		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
 		claims_end = InvalidXLogRecPtr;
+		deferred_claims::Forget();
 		break;
 	default:
 		break;

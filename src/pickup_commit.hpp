@@ -19,7 +19,8 @@ bool ClaimsOnlySoFar();
  * wrote nothing else before it (`claims_only`, from ClaimsOnlySoFar). */
 void AfterPickup(bool claims_only);
 
-/* InstallCallbacks registers the pre-commit check; called from _PG_init. */
+/* InstallCallbacks registers the transaction callback (the pre-commit check,
+ * and writing and forgetting deferred claims); called from _PG_init. */
 void InstallCallbacks();
 
 } // namespace pqrun::pickup_commit

@@ -46,12 +46,12 @@ Init()
 	pqrun::wake::InstallCallbacks();
 	pqrun::pickup_commit::InstallCallbacks();
 	pqrun::deferred_claims::InstallHooks();
+	pqrun::InstallUtilityHook();
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	TuneMalloc();
 	pqrun::shmem::InstallHooks();
 	pqrun::bgw::RegisterLauncher();
-	pqrun::InstallUtilityHook();
 }
 
 } // namespace

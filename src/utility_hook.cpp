@@ -1,12 +1,19 @@
-/* src/utility_hook.cpp — lets maintenance workers step aside for commands
- * that need a database without other connections.
+/* src/utility_hook.cpp — what pqrun does before a utility command.
+ *
+ * Deferred claims are written first (deferred_claims.hpp): COPY ... TO and
+ * other commands read tables without an executor. Transaction control is
+ * left alone: COMMIT and PREPARE write them through the transaction
+ * callback, and a rollback or an aborted transaction must not run
+ * statements.
  *
  * DROP DATABASE (without FORCE), ALTER DATABASE ... RENAME and CREATE
  * DATABASE ... TEMPLATE fail while any other backend is connected to the
  * database. Before running them, this hook asks pqrun's worker there to exit
- * and waits for it; the launcher comes back later if the database remains.
+ * and waits for it (only with shared memory, that is when preloaded); the
+ * launcher comes back later if the database remains.
  */
 #include "boundary.hpp"
+#include "deferred_claims.hpp"
 #include "shmem.hpp"
 #include "utility_hook.hpp"
 
@@ -48,6 +55,8 @@ void
 ProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
                ParamListInfo params, QueryEnvironment *query_env, DestReceiver *dest, QueryCompletion *qc)
 {
+	if (!IsA(pstmt->utilityStmt, TransactionStmt) && !IsAbortedTransactionBlockState())
+		deferred_claims::WriteAll();
 	shmem::StepAside(DatabaseNeedingExclusivity(pstmt->utilityStmt));
 	if (prev_process_utility)
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
