@@ -173,3 +173,33 @@ RESET ROLE;
 SELECT locked_by, status, count(*) FROM pqrun.jobs WHERE locked_by IN ('w15', 'w16') GROUP BY 1, 2 ORDER BY 1;
 DROP OWNED BY pqrun_deferred_worker;
 DROP ROLE pqrun_deferred_worker;
+
+-- 12. Finished below the executor, a payload stored out of line moves to
+-- job_done whole, and nothing of it stays in job_live's TOAST table.
+SELECT pqrun.enqueue('big', payload => jsonb_build_object('blob',
+  (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 2000) AS i))) AS big \gset
+SELECT reltoastrelid::regclass AS live_toast FROM pg_class WHERE oid = 'pqrun.job_live'::regclass \gset
+SELECT count(DISTINCT chunk_id) AS toasted FROM :live_toast;
+BEGIN;
+SELECT live_updates() AS before \gset
+SELECT pqrun.mark_done_batch(array_agg(id)) AS done FROM pqrun.pickup('w17', job_types => '{big}', batch_size => 2);
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT status, attempts, locked_by, payload->>'blob' = (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 2000) AS i)
+       AS same_payload
+  FROM pqrun.jobs WHERE id = :big;
+SELECT count(DISTINCT chunk_id) AS toasted FROM :live_toast;
+
+-- 13. An operator's trigger on job_done sees every finished job: with a
+-- trigger on either table, the claims are written and finished in SQL.
+CREATE TABLE finished_log (id bigint);
+CREATE FUNCTION log_finished() RETURNS trigger LANGUAGE plpgsql AS
+  $$ BEGIN INSERT INTO public.finished_log VALUES (NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER log_finished AFTER INSERT ON pqrun.job_done FOR EACH ROW EXECUTE FUNCTION log_finished();
+BEGIN;
+SELECT live_updates() AS before \gset
+SELECT pqrun.mark_done_batch(array_agg(id)) AS done FROM pqrun.pickup('w18', job_types => '{d}', batch_size => 3);
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT count(*) AS logged FROM finished_log JOIN pqrun.jobs j USING (id) WHERE j.locked_by = 'w18' AND j.status = 'DONE';
+DROP TRIGGER log_finished ON pqrun.job_done;

@@ -227,18 +227,39 @@ Forget()
 	batches = nullptr; /* their memory goes with the transaction */
 }
 
+namespace {
+
+/* The one batch a pickup of this subtransaction left unwritten, if any. */
+Batch *
+Finishable()
+{
+	Batch *b = batches;
+	if (b == nullptr || b->written_in != InvalidSubTransactionId || b->subid != GetCurrentSubTransactionId())
+		return nullptr;
+	return b;
+}
+
+} // namespace
+
+Oid
+FinishableIn()
+{
+	Batch *b = Finishable();
+	return b ? b->namespace_id : InvalidOid;
+}
+
 Taken
 TakeForFinish(int n, const Datum *ids, const Datum *leases)
 {
-	Taken taken{0, Datum(0), Datum(0), Datum(0), 0, Datum(0)};
-	/* Only the one batch a pickup of this subtransaction left unwritten. */
-	Batch *b = batches;
-	if (b == nullptr || b->written_in != InvalidSubTransactionId || b->subid != GetCurrentSubTransactionId())
+	Taken taken{{0, nullptr, nullptr, nullptr, nullptr}, 0, Datum(0)};
+	Batch *b = Finishable();
+	if (b == nullptr)
 		return taken;
 	Claims *d = &b->claims;
-	int64 *taken_ids = static_cast<int64 *>(palloc(sizeof(int64) * (d->count + 1)));
-	pg_uuid_t *taken_tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (d->count + 1)));
-	ItemPointerData *taken_ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (d->count + 1)));
+	Claims *t = &taken.claims;
+	t->ids = static_cast<int64 *>(palloc(sizeof(int64) * (d->count + 1)));
+	t->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (d->count + 1)));
+	t->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (d->count + 1)));
 	/* Claims come in pickup order, the ids in the caller's: match through a
 	 * hash of the claims' positions. */
 	struct Entry {
@@ -268,9 +289,9 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	int kept = 0;
 	for (int i = 0; i < d->count; i++) {
 		if (take[i]) {
-			taken_ids[taken.count] = d->ids[i];
-			taken_ctids[taken.count] = d->ctids[i];
-			taken_tokens[taken.count++] = d->tokens[i];
+			t->ids[t->count] = d->ids[i];
+			t->ctids[t->count] = d->ctids[i];
+			t->tokens[t->count++] = d->tokens[i];
 		} else {
 			d->ids[kept] = d->ids[i];
 			d->tokens[kept] = d->tokens[i];
@@ -282,17 +303,8 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	if (kept == 0)
 		batches = b->next;
 	hash_destroy(positions);
-	if (taken.count > 0) {
-		taken.ids = spi::Int8Array(taken_ids, taken.count);
-		taken.tokens = UuidArray(taken_tokens, taken.count);
-		Datum *ctid_datums = static_cast<Datum *>(palloc(sizeof(Datum) * taken.count));
-		for (int i = 0; i < taken.count; i++)
-			ctid_datums[i] = PointerGetDatum(&taken_ctids[i]);
-		taken.ctids = PointerGetDatum(
-			construct_array(ctid_datums, taken.count, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
-		taken.at = b->at;
-		taken.worker = CStringGetTextDatum(b->worker);
-	}
+	taken.at = b->at;
+	taken.worker = CStringGetTextDatum(b->worker);
 	return taken;
 }
 

@@ -30,14 +30,11 @@ struct Claims {
 };
 
 /* Claims of the last batch pickup that mark_done_batch may finish directly
- * (ids, their lease tokens, the claim's time and worker); count 0 when none. */
+ * (their in_fifo is unset), the claim's time and worker (text). */
 struct Taken {
-	int count;
-	Datum ids;    /* bigint[] */
-	Datum tokens; /* uuid[] */
-	Datum ctids;  /* tid[] */
+	Claims claims;
 	TimestampTz at;
-	Datum worker; /* text */
+	Datum worker;
 };
 
 /* ShouldDefer answers whether a pickup of this shape defers its claims: a
@@ -56,6 +53,11 @@ void WriteAll();
 
 /* Forget drops what this module knows of the ending transaction. */
 void Forget();
+
+/* FinishableIn answers the schema of the unwritten batch mark_done_batch
+ * could finish itself (one claimed in the current subtransaction), or
+ * InvalidOid when there is none. */
+Oid FinishableIn();
 
 /* TakeForFinish takes the deferred claims of jobs in `ids` (with matching
  * `leases` when given) that mark_done_batch can finish itself: outside FIFO

@@ -17,7 +17,7 @@
 #include "queue.hpp"
 #include "queue_internal.hpp"
 
-#include "deferred_claims.hpp"
+#include "direct_finish.hpp"
 #include "guc.hpp"
 #include "schedule.hpp"
 #include "spi_plans.hpp"
@@ -324,13 +324,13 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	};
 	/* Jobs whose claims a batch pickup deferred go to job_done at once; any
 	 * other deferred claim is written when the next statement starts. */
-	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
-	if (taken.count > 0) {
-		Datum values[5] = {taken.ids, taken.tokens, TimestampTzGetDatum(taken.at), taken.worker, taken.ctids};
-		uint64 rows = Exec(Stmt::kFinishDeferredClaims, values, nullptr, SPI_OK_SELECT);
-		if (rows != static_cast<uint64>(taken.count))
-			elog(ERROR, "pqrun: finished %llu of %d deferred claims", (unsigned long long)rows, taken.count);
-		collect(rows);
+	auto *moved = static_cast<direct_finish::Moved *>(palloc(sizeof(direct_finish::Moved) * n));
+	int nmoved = direct_finish::FinishDeferred(n, ids, leases, moved);
+	for (int i = 0; i < nmoved; i++) {
+		stats::JobFinished(moved[i].queue, moved[i].job_type, stats::Finished::kDone, moved[i].duration_ms);
+		finished[nfinished++] = moved[i].id;
+		if (moved[i].has_dependents)
+			with_dependents.ids[with_dependents.count++] = moved[i].id;
 	}
 	/* One statement finishes every running job outside a FIFO group. */
 	if (nfinished < static_cast<uint64>(n)) {

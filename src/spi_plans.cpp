@@ -175,25 +175,6 @@ const StmtDef kStmts[] = {
 	 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"
 	 " WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'",
 	 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
-	/* mark_done_batch of deferred claims (arguments as above, and $5 the
-	 * rows' ctids, which cannot have moved under the row locks): the READY
-	 * rows go straight to job_done as the jobs' DONE attempt; the result is
-	 * laid out as FINISH_FROM_GONE's. */
-	{Stmt::kFinishDeferredClaims, "finish deferred claims",
-	 "WITH gone AS (DELETE FROM pqrun.job_live j WHERE j.ctid = ANY ($5) AND j.id = ANY ($1) AND j.status = 'READY'"
-	 "   AND j.fifo_key IS NULL"
-	 "   RETURNING j.*),"
-	 " moved AS ("
-	 "  INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, duration_ms,"
-	 "     run_after, locked_at, finished_at, created_at, updated_at, lease_token, queue, job_type, locked_by,"
-	 "     dedupe_key, fifo_key, depends_on, outcome, last_error, result, payload)"
-	 "  SELECT g.id, 'DONE', g.priority, g.attempts + 1, g.max_attempts, g.timeout_seconds,"
-	 "     LEAST(GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() - $3), 0) * 1000, 2147483647)::int,"
-	 "     g.run_after, $3, pg_catalog.now(), g.created_at, pg_catalog.now(), c.token, g.queue, g.job_type, $4,"
-	 "     g.dedupe_key, g.fifo_key, g.depends_on, 'done', g.last_error, NULL, g.payload"
-	 "  FROM gone g JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token) ON c.id = g.id)"
-	 " SELECT has_dependents, fifo_key, queue, job_type, 'RUNNING', $3::timestamptz, id FROM gone",
-	 5, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID, TIDARRAYOID}},
 	/* The true first pickup key, for the maintenance round's hint backstop. */
 	{Stmt::kPickHead, "pick head",
 	 "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed"

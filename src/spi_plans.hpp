@@ -32,7 +32,6 @@ enum class Stmt {
 	kLockPickQueues,
 	kLockPickTypesQueues,
 	kWriteDeferredClaims,
-	kFinishDeferredClaims,
 	kPickHead,
 	kFinishRunning,
 	kFinishRunningBatch,
