@@ -8,6 +8,7 @@
  * until a commit, a due time or its deadline; await_jobs does the same
  * without claiming and without holding a snapshot.
  */
+#include "boundary.hpp"
 #include "deferred_claims.hpp"
 #include "pickup_commit.hpp"
 #include "queue.hpp"
@@ -23,41 +24,94 @@ using namespace spi;
 
 namespace {
 
-/* AppendClaimed appends the n claimed rows of the last result (pqrun.jobs
- * rows) to `out`, gathers them into `locked` when given, and answers the
- * pickup key of the last one. */
-wake::PickKey
-AppendClaimed(uint64 n, Tuplestorestate *out, TupleDesc out_desc, deferred_claims::Claims *locked)
+/* ClaimReceiver takes a pick statement's rows (pqrun.jobs rows, and the
+ * row's ctid after them for a locking pick) straight from the executor into
+ * the pickup's result, noting each claim on the way. */
+struct ClaimReceiver {
+	DestReceiver pub; /* first: the executor sees only this */
+	Tuplestorestate *out;
+	TupleDesc out_desc;
+	deferred_claims::Claims *locked; /* room for the batch when given */
+	wake::PickKey last;              /* pickup key of the last row */
+};
+
+void
+ReceiveClaim(TupleTableSlot *slot, ClaimReceiver *r)
 {
-	wake::PickKey last{INT64_MAX, INT64_MAX};
-	/* A locking pick adds the rows' ctids after the pqrun.jobs columns. */
-	int natts = SPI_tuptable->tupdesc->natts;
-	Datum *row_values = static_cast<Datum *>(palloc(sizeof(Datum) * natts));
-	bool *row_nulls = static_cast<bool *>(palloc(sizeof(bool) * natts));
+	slot_getallattrs(slot);
+	const Datum *values = slot->tts_values;
+	const bool *nulls = slot->tts_isnull;
+	tuplestore_putvalues(r->out, r->out_desc, slot->tts_values, slot->tts_isnull);
+	/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at,
+	 * 13 lease_token, 15 fifo_key */
+	r->last = wake::KeyOf(DatumGetInt32(values[5]), DatumGetInt64(values[0]));
+	wake::NoteClaimed(r->last);
+	stats::PickedUp(TextDatumGetCString(values[1]), TextDatumGetCString(values[2]),
+	                (DatumGetTimestampTz(values[10]) - DatumGetTimestampTz(values[8])) / 1000);
+	if (deferred_claims::Claims *locked = r->locked) {
+		int i = locked->count++;
+		locked->ids[i] = DatumGetInt64(values[0]);
+		locked->tokens[i] = *DatumGetUUIDP(values[12]);
+		locked->in_fifo[i] = !nulls[14];
+		locked->ctids[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(values[r->out_desc->natts]));
+	}
+}
+
+} // namespace
+} // namespace pqrun::queue
+
+extern "C" {
+
+static bool
+pqrun_claim_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	pqrun::GuardedEntry([&]() { pqrun::queue::ReceiveClaim(slot, reinterpret_cast<pqrun::queue::ClaimReceiver *>(self)); });
+	return true;
+}
+
+static void
+pqrun_claim_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+pqrun_claim_shutdown(DestReceiver *self)
+{
+}
+}
+
+namespace pqrun::queue {
+namespace {
+
+/* AppendClaimed runs the pick `stmt` into `out`, gathering the rows into
+ * `locked` (with room for `capacity`) when given, and answers how many it
+ * claimed and, in `last`, the pickup key of the last one. */
+uint64
+AppendClaimed(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+              deferred_claims::Claims *locked, int32 capacity, wake::PickKey *last)
+{
 	if (locked) {
-		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
-		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (n + 1)));
-		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
-		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (n + 1)));
-		locked->count = static_cast<int>(n);
+		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * (capacity + 1)));
+		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (capacity + 1)));
+		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * (capacity + 1)));
+		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (capacity + 1)));
+		locked->count = 0;
 	}
-	for (uint64 i = 0; i < n; i++) {
-		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row_values, row_nulls);
-		tuplestore_putvalues(out, out_desc, row_values, row_nulls);
-		/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at,
-		 * 13 lease_token, 15 fifo_key */
-		last = wake::KeyOf(DatumGetInt32(row_values[5]), DatumGetInt64(row_values[0]));
-		wake::NoteClaimed(last);
-		stats::PickedUp(TextDatumGetCString(row_values[1]), TextDatumGetCString(row_values[2]),
-		                (DatumGetTimestampTz(row_values[10]) - DatumGetTimestampTz(row_values[8])) / 1000);
-		if (locked) {
-			locked->ids[i] = DatumGetInt64(row_values[0]);
-			locked->tokens[i] = *DatumGetUUIDP(row_values[12]);
-			locked->in_fifo[i] = !row_nulls[14];
-			locked->ctids[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(row_values[out_desc->natts]));
-		}
-	}
-	return last;
+	ClaimReceiver receiver{};
+	receiver.pub.receiveSlot = pqrun_claim_receive;
+	receiver.pub.rStartup = pqrun_claim_startup;
+	receiver.pub.rShutdown = pqrun_claim_shutdown;
+	receiver.pub.rDestroy = pqrun_claim_shutdown;
+	receiver.pub.mydest = DestTuplestore; /* not DestNone, for which SPI discards the rows */
+	receiver.out = out;
+	receiver.out_desc = out_desc;
+	receiver.locked = locked;
+	receiver.last = wake::PickKey{INT64_MAX, INT64_MAX};
+	uint64 n = ExecInto(stmt, values, nulls, &receiver.pub);
+	if (locked && static_cast<uint64>(locked->count) != n)
+		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count);
+	*last = receiver.last;
+	return n;
 }
 
 /* ClaimOnce claims up to the batch size, appending the claimed rows to
@@ -82,8 +136,8 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 	bool hinted = wake::ReadHint(&start, &gen);
 	values[4] = Int64GetDatum(start.neg_priority);
 	values[5] = Int64GetDatum(start.id);
-	uint64 n = Exec(stmt, values, nulls, SPI_OK_SELECT);
-	wake::PickKey last = AppendClaimed(n, out, out_desc, locked);
+	wake::PickKey last;
+	uint64 n = AppendClaimed(stmt, values, nulls, out, out_desc, locked, batch_size, &last);
 	/* Everything an unfiltered pickup passed on its way to its last claim is
 	 * claimed, dead or held by someone whose rollback lowers the hint again. */
 	if (hinted && n > 0 && (stmt == Stmt::kPick || stmt == Stmt::kLockPick))
@@ -95,9 +149,8 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
 		                       TimestampTzGetDatum(GetCurrentTimestamp())};
 		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
-		uint64 due = Exec(Stmt::kPickDue, due_values, due_nulls, SPI_OK_SELECT);
-		AppendClaimed(due, out, out_desc, nullptr);
-		n += due;
+		wake::PickKey due_last;
+		n += AppendClaimed(Stmt::kPickDue, due_values, due_nulls, out, out_desc, nullptr, 0, &due_last);
 	}
 	return n;
 }

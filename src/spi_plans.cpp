@@ -427,4 +427,25 @@ Exec(Stmt stmt, Datum *values, const char *nulls, int expected_rc, long count)
 	return SPI_processed;
 }
 
+uint64
+ExecInto(Stmt stmt, Datum *values, const char *nulls, DestReceiver *dest)
+{
+	const StmtDef &def = kStmts[static_cast<int>(stmt)];
+	ParamListInfo params = makeParamList(def.nargs);
+	for (int i = 0; i < def.nargs; i++) {
+		ParamExternData &param = params->params[i];
+		param.value = values[i];
+		param.isnull = nulls != nullptr && nulls[i] == 'n';
+		param.pflags = PARAM_FLAG_CONST;
+		param.ptype = def.argtypes[i];
+	}
+	SPIExecuteOptions options{};
+	options.params = params;
+	options.dest = dest;
+	int rc = SPI_execute_plan_extended(PlanFor(stmt), &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "pqrun: statement \"%s\" failed: %s", def.name, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
 } // namespace pqrun::spi

@@ -77,4 +77,8 @@ void Finish();
  * SPI_processed; rows are in SPI_tuptable. */
 uint64 Exec(Stmt stmt, Datum *values, const char *nulls, int expected_rc, long count = 0);
 
+/* ExecInto runs the SELECT `stmt` like Exec but sends its rows to `dest` as
+ * the executor makes them, instead of copying them into SPI_tuptable. */
+uint64 ExecInto(Stmt stmt, Datum *values, const char *nulls, DestReceiver *dest);
+
 } // namespace pqrun::spi
