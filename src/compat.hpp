@@ -23,3 +23,18 @@
 #else
 #define PQRUN_MODULE_MAGIC PG_MODULE_MAGIC
 #endif
+
+namespace pqrun::compat {
+
+/* PG16 added a flag to insert into summarizing indexes only. */
+inline List *
+InsertIndexTuples(ResultRelInfo *result_rel, TupleTableSlot *slot, EState *estate)
+{
+#if PG_VERSION_NUM >= 160000
+	return ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL, false);
+#else
+	return ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+#endif
+}
+
+} // namespace pqrun::compat

@@ -54,12 +54,16 @@ EnumLabel(Oid type_id, const char *label)
 	return oid;
 }
 
-/* Operators may add triggers or row security to pqrun's tables; the SQL
- * path honours them, this one would not. */
+/* Rows moved per multi-row insert, as COPY buffers them. */
+constexpr int kMaxChunk = 1000;
+
+/* Operators may add triggers, row security or generated columns to pqrun's
+ * tables, or partition them; the SQL path honours those, this one would not. */
 bool
 PlainTable(Relation rel)
 {
-	return !rel->rd_rel->relhastriggers && !rel->rd_rel->relrowsecurity && rel->rd_rel->relkind == RELKIND_RELATION;
+	return rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relispartition && !rel->rd_rel->relhastriggers &&
+	       !rel->rd_rel->relrowsecurity && !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
 }
 
 /* The SQL path's duration: whole milliseconds from claim to now, rounded,
@@ -121,12 +125,12 @@ MakeLayout(Relation live, Relation done)
 	return layout;
 }
 
-/* MoveOne inserts the DONE attempt of the READY row in `live_slot` into
- * job_done (constraints and indexes through the executor's helper, as
- * logical replication applies rows) and deletes the row from job_live. */
+/* BuildDone stores in `done_slot` the DONE attempt of the READY row in
+ * `live_slot` (claim i of `taken`), as a copy that outlives the live row's
+ * buffer, and fills `out` for the caller's statistics. */
 void
-MoveOne(const Layout &layout, const deferred_claims::Taken &taken, int i, Relation live, TupleTableSlot *live_slot,
-        ResultRelInfo *done_info, EState *estate, TupleTableSlot *done_slot, Moved *out)
+BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, TupleTableSlot *live_slot,
+          TupleTableSlot *done_slot, Moved *out)
 {
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
@@ -182,11 +186,40 @@ MoveOne(const Layout &layout, const deferred_claims::Taken &taken, int i, Relati
 		}
 	}
 	ExecStoreVirtualTuple(done_slot);
-	/* Insert before delete: a TOASTed payload is copied from job_live's
-	 * TOAST table, which the delete clears. */
-	ExecSimpleRelationInsert(done_info, estate, done_slot);
-	simple_heap_delete(live, &taken.claims.ctids[i]);
-	ResetPerTupleExprContext(estate);
+	ExecMaterializeSlot(done_slot);
+}
+
+/* MoveChunk moves claims [first, first + n) of `taken`: each DONE attempt
+ * is checked against job_done's constraints, all go in with one multi-row
+ * insert (as COPY does), then each gets its index entries, and only then
+ * are the live rows deleted, since a TOASTed payload is copied from
+ * job_live's TOAST table, which the delete clears. */
+void
+MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, int n, Relation live,
+          TupleTableSlot *live_slot, ResultRelInfo *done_info, EState *estate, TupleTableSlot **done_slots, Moved *out)
+{
+	Relation done = done_info->ri_RelationDesc;
+	for (int j = 0; j < n; j++) {
+		ItemPointerData tid = taken.claims.ctids[first + j];
+		/* The row is locked by this subtransaction: SnapshotSelf sees it
+		 * unless this transaction deleted or updated it since. */
+		if (!table_tuple_fetch_row_version(live, &tid, SnapshotSelf, live_slot))
+			elog(ERROR, "pqrun: the deferred claim of job %lld lost its row", (long long)taken.claims.ids[first + j]);
+		slot_getallattrs(live_slot);
+		BuildDone(layout, taken, first + j, live_slot, done_slots[j], &out[first + j]);
+		ExecClearTuple(live_slot);
+		if (done->rd_att->constr)
+			ExecConstraints(done_info, done_slots[j], estate);
+		ResetPerTupleExprContext(estate);
+	}
+	table_multi_insert(done, done_slots, n, GetCurrentCommandId(true), 0, nullptr);
+	for (int j = 0; j < n; j++) {
+		list_free(compat::InsertIndexTuples(done_info, done_slots[j], estate));
+		ResetPerTupleExprContext(estate);
+		ExecClearTuple(done_slots[j]);
+	}
+	for (int j = 0; j < n; j++)
+		simple_heap_delete(live, &taken.claims.ctids[first + j]);
 }
 
 } // namespace
@@ -209,25 +242,23 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 		return 0;
 	}
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
-	if (taken.claims.count > 0) {
+	int count = taken.claims.count;
+	if (count > 0) {
 		Layout layout = MakeLayout(live, done);
 		EState *estate = CreateExecutorState();
 		ResultRelInfo *done_info = makeNode(ResultRelInfo);
 		InitResultRelInfo(done_info, done, 0, nullptr, 0);
 		ExecOpenIndices(done_info, false);
 		TupleTableSlot *live_slot = table_slot_create(live, nullptr);
-		TupleTableSlot *done_slot = table_slot_create(done, nullptr);
-		for (int i = 0; i < taken.claims.count; i++) {
-			ItemPointerData tid = taken.claims.ctids[i];
-			/* The row is locked by this subtransaction: SnapshotSelf sees
-			 * it unless this transaction deleted or updated it since. */
-			if (!table_tuple_fetch_row_version(live, &tid, SnapshotSelf, live_slot))
-				elog(ERROR, "pqrun: the deferred claim of job %lld lost its row", (long long)taken.claims.ids[i]);
-			slot_getallattrs(live_slot);
-			MoveOne(layout, taken, i, live, live_slot, done_info, estate, done_slot, &out[i]);
-			ExecClearTuple(live_slot);
-		}
-		ExecDropSingleTupleTableSlot(done_slot);
+		int chunk = Min(count, kMaxChunk);
+		auto **done_slots = static_cast<TupleTableSlot **>(palloc(sizeof(TupleTableSlot *) * chunk));
+		for (int j = 0; j < chunk; j++)
+			done_slots[j] = table_slot_create(done, nullptr);
+		for (int first = 0; first < count; first += chunk)
+			MoveChunk(layout, taken, first, Min(chunk, count - first), live, live_slot, done_info, estate, done_slots,
+			          out);
+		for (int j = 0; j < chunk; j++)
+			ExecDropSingleTupleTableSlot(done_slots[j]);
 		ExecDropSingleTupleTableSlot(live_slot);
 		ExecCloseIndices(done_info);
 		FreeExecutorState(estate);

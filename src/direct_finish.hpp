@@ -4,11 +4,12 @@
  * moves each locked READY row of job_live to job_done as its DONE attempt.
  * Through SQL that is a statement whose plan, CTE tuplestore, join and
  * projection cost more than the row moves themselves, so the rows are moved
- * with the table access methods instead: fetch by ctid, insert into job_done
- * with its constraints and indexes, delete from job_live. When either table
- * has triggers or row security (added by an operator), nothing is taken: the
- * claims are then written and finished by mark_done_batch's SQL path, which
- * runs them.
+ * with the table access methods, as COPY and logical replication write rows:
+ * fetch by ctid, check job_done's constraints, one multi-row insert, index
+ * entries, delete from job_live. When either table has what only the
+ * executor honours (triggers, row security, stored generated columns, a
+ * partition), nothing is taken: the claims are then written and finished by
+ * mark_done_batch's SQL path.
  */
 #pragma once
 
