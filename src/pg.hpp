@@ -10,9 +10,9 @@ extern "C" {
 
 #include "access/detoast.h"
 #include "access/heapam.h"
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_enum.h"

@@ -65,7 +65,8 @@ extern "C" {
 static bool
 pqrun_claim_receive(TupleTableSlot *slot, DestReceiver *self)
 {
-	pqrun::GuardedEntry([&]() { pqrun::queue::ReceiveClaim(slot, reinterpret_cast<pqrun::queue::ClaimReceiver *>(self)); });
+	auto *receiver = reinterpret_cast<pqrun::queue::ClaimReceiver *>(self);
+	pqrun::GuardedEntry([&]() { pqrun::queue::ReceiveClaim(slot, receiver); });
 	return true;
 }
 
