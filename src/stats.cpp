@@ -91,10 +91,16 @@ CopyName(char *dest, const char *name)
 Delta *
 DeltaFor(const char *queue, const char *job_type)
 {
+	changes++;
+	/* Names short enough to need no clipping equal their stored copies: the
+	 * per-job path is then only string compares. */
+	if (strlen(queue) < kNameLen && strlen(job_type) < kNameLen)
+		for (int i = 0; i < ndeltas; i++)
+			if (strcmp(deltas[i].queue, queue) == 0 && strcmp(deltas[i].job_type, job_type) == 0)
+				return &deltas[i];
 	char q[kNameLen], t[kNameLen];
 	CopyName(q, queue);
 	CopyName(t, job_type);
-	changes++;
 	for (int i = 0; i < ndeltas; i++)
 		if (memcmp(deltas[i].queue, q, kNameLen) == 0 && memcmp(deltas[i].job_type, t, kNameLen) == 0)
 			return &deltas[i];
