@@ -190,7 +190,25 @@ SELECT status, attempts, locked_by, payload->>'blob' = (SELECT string_agg(md5(i:
   FROM pqrun.jobs WHERE id = :big;
 SELECT count(DISTINCT chunk_id) AS toasted FROM :live_toast;
 
--- 13. An operator's trigger on job_done sees every finished job: with a
+-- 13. The finish below the executor writes the history row the SQL path
+-- writes: one batch each way in one transaction, then every column but
+-- the id, the lease and the payload compared.
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'cmp',
+  'payload', jsonb_build_object('n', i), 'priority', 3, 'max_attempts', 7)) FROM generate_series(1, 4) AS i));
+BEGIN;
+SELECT live_updates() AS before \gset
+SELECT pqrun.mark_done_batch(array_agg(id)) AS direct FROM pqrun.pickup('w19', job_types => '{cmp}', batch_size => 2);
+SELECT live_updates() - :before AS claim_writes;
+SET LOCAL pqrun.deferred_claims = off;
+SELECT pqrun.mark_done_batch(array_agg(id)) AS through_sql FROM pqrun.pickup('w19', job_types => '{cmp}', batch_size => 2);
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT count(*) AS jobs, count(DISTINCT to_jsonb(d) - '{id,lease_token,payload}'::text[]) AS distinct_rows
+  FROM pqrun.job_done d WHERE job_type = 'cmp';
+SELECT to_jsonb(d) - '{id,lease_token,payload,run_after,locked_at,finished_at,created_at,updated_at}'::text[] AS row
+  FROM pqrun.job_done d WHERE job_type = 'cmp' LIMIT 1;
+
+-- 14. An operator's trigger on job_done sees every finished job: with a
 -- trigger on either table, the claims are written and finished in SQL.
 CREATE TABLE finished_log (id bigint);
 CREATE FUNCTION log_finished() RETURNS trigger LANGUAGE plpgsql AS
