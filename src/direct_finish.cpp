@@ -24,25 +24,17 @@ constexpr Override kOverrides[] = {
 	{"result", Source::kNull},
 };
 
-/* AttNum finds a column of `desc` by name; 0 when there is none. */
+/* RequireAttNum finds a column of `rel` by name. */
 AttrNumber
-AttNum(TupleDesc desc, const char *name)
+RequireAttNum(Relation rel, const char *name)
 {
+	TupleDesc desc = RelationGetDescr(rel);
 	for (int i = 0; i < desc->natts; i++) {
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
 			return att->attnum;
 	}
-	return 0;
-}
-
-AttrNumber
-RequireAttNum(Relation rel, const char *name)
-{
-	AttrNumber attnum = AttNum(RelationGetDescr(rel), name);
-	if (attnum == 0)
-		elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
-	return attnum;
+	elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
 }
 
 Oid

@@ -84,11 +84,11 @@ pqrun_claim_shutdown(DestReceiver *self)
 namespace pqrun::queue {
 namespace {
 
-/* AppendClaimed runs the pick `stmt` into `out`, gathering the rows into
+/* PickInto runs the pick `stmt` into `out`, gathering the rows into
  * `locked` (with room for `capacity`) when given, and answers how many it
- * claimed and, in `last`, the pickup key of the last one. */
+ * claimed and, in `last` when given, the pickup key of the last one. */
 uint64
-AppendClaimed(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
               deferred_claims::Claims *locked, int32 capacity, wake::PickKey *last)
 {
 	if (locked) {
@@ -111,7 +111,8 @@ AppendClaimed(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out,
 	uint64 n = ExecInto(stmt, values, nulls, &receiver.pub);
 	if (locked && static_cast<uint64>(locked->count) != n)
 		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count);
-	*last = receiver.last;
+	if (last)
+		*last = receiver.last;
 	return n;
 }
 
@@ -138,7 +139,7 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 	values[4] = Int64GetDatum(start.neg_priority);
 	values[5] = Int64GetDatum(start.id);
 	wake::PickKey last;
-	uint64 n = AppendClaimed(stmt, values, nulls, out, out_desc, locked, batch_size, &last);
+	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, batch_size, &last);
 	/* Everything an unfiltered pickup passed on its way to its last claim is
 	 * claimed, dead or held by someone whose rollback lowers the hint again. */
 	if (hinted && n > 0 && (stmt == Stmt::kPick || stmt == Stmt::kLockPick))
@@ -150,8 +151,7 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
 		                       TimestampTzGetDatum(GetCurrentTimestamp())};
 		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
-		wake::PickKey due_last;
-		n += AppendClaimed(Stmt::kPickDue, due_values, due_nulls, out, out_desc, nullptr, 0, &due_last);
+		n += PickInto(Stmt::kPickDue, due_values, due_nulls, out, out_desc, nullptr, 0, nullptr);
 	}
 	return n;
 }
