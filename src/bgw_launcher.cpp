@@ -15,9 +15,6 @@
 
 extern "C" {
 #include "access/genam.h"
-#include "access/heapam.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "catalog/pg_database.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -25,7 +22,6 @@ extern "C" {
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
-#include "utils/snapmgr.h"
 }
 
 namespace pqrun::bgw {

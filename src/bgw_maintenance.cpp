@@ -21,7 +21,6 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "tcop/tcopprot.h"
-#include "utils/snapmgr.h"
 }
 
 namespace pqrun::bgw {

@@ -21,12 +21,6 @@
 #include "spi_plans.hpp"
 #include "spi_rows.hpp"
 
-extern "C" {
-#include "catalog/namespace.h"
-#include "executor/executor.h"
-#include "utils/snapmgr.h"
-}
-
 namespace pqrun::deferred_claims {
 
 namespace {
@@ -67,6 +61,16 @@ Settle()
 		else
 			link = &(*link)->next;
 	}
+}
+
+/* The one batch a pickup of this subtransaction left unwritten, if any. */
+Batch *
+Finishable()
+{
+	Batch *b = batches;
+	if (b == nullptr || b->written_in != InvalidSubTransactionId || b->subid != GetCurrentSubTransactionId())
+		return nullptr;
+	return b;
 }
 
 ExecutorStart_hook_type prev_executor_start = nullptr;
@@ -226,20 +230,6 @@ Forget()
 {
 	batches = nullptr; /* their memory goes with the transaction */
 }
-
-namespace {
-
-/* The one batch a pickup of this subtransaction left unwritten, if any. */
-Batch *
-Finishable()
-{
-	Batch *b = batches;
-	if (b == nullptr || b->written_in != InvalidSubTransactionId || b->subid != GetCurrentSubTransactionId())
-		return nullptr;
-	return b;
-}
-
-} // namespace
 
 Oid
 FinishableIn()

@@ -259,7 +259,7 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 	}
 	table_close(done, NoLock);
 	table_close(live, NoLock);
-	return taken.claims.count;
+	return count;
 }
 
 } // namespace pqrun::direct_finish

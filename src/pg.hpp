@@ -15,6 +15,7 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"

@@ -89,7 +89,7 @@ namespace {
  * claimed and, in `last` when given, the pickup key of the last one. */
 uint64
 PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-              deferred_claims::Claims *locked, int32 capacity, wake::PickKey *last)
+         deferred_claims::Claims *locked, int32 capacity, wake::PickKey *last)
 {
 	if (locked) {
 		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * (capacity + 1)));

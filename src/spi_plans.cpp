@@ -51,6 +51,10 @@ struct StmtDef {
 	      " ORDER BY (-(priority::bigint)), id"                                                                        \
 	      " LIMIT $2 FOR UPDATE SKIP LOCKED", "$7")
 
+/* Arguments of PICK and LOCK_PICK: worker, batch size, job types, queues,
+ * the pickup hint's key, and the claim time. */
+#define PICK_ARGS 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}
+
 #define LOCK_PICK(filter)                                                                                              \
 	"SELECT id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"          \
 	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " LEASE_TOKEN ", dedupe_key, fifo_key, depends_on,"     \
@@ -139,13 +143,10 @@ const StmtDef kStmts[] = {
 	 "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2)))",
 	 3, {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
 	{Stmt::kNextDelayed, "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}},
-	{Stmt::kPick, "pick", PICK(""), 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
-	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), 7,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
-	{Stmt::kPickQueues, "pick by queue", PICK("AND queue = ANY ($4)"), 7,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
-	{Stmt::kPickTypesQueues, "pick by type and queue", PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), 7,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kPick, "pick", PICK(""), PICK_ARGS},
+	{Stmt::kPickTypes, "pick by type", PICK("AND job_type = ANY ($3)"), PICK_ARGS},
+	{Stmt::kPickQueues, "pick by queue", PICK("AND queue = ANY ($4)"), PICK_ARGS},
+	{Stmt::kPickTypesQueues, "pick by type and queue", PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), PICK_ARGS},
 	/* Delayed jobs that fell due and no maintenance round has promoted yet
 	 * ($5: the clock), claimed directly when no promoted job is left. */
 	{Stmt::kPickDue, "pick due",
@@ -157,14 +158,11 @@ const StmtDef kStmts[] = {
 	/* A batch pickup whose claims are deferred (deferred_claims.hpp): the
 	 * same rows as PICK, locked but not written, as pqrun.jobs rows the
 	 * claim will make of them, followed by where each row is. */
-	{Stmt::kLockPick, "lock pick", LOCK_PICK(""), 7,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
-	{Stmt::kLockPickTypes, "lock pick by type", LOCK_PICK("AND job_type = ANY ($3)"), 7,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
-	{Stmt::kLockPickQueues, "lock pick by queue", LOCK_PICK("AND queue = ANY ($4)"), 7,
-	 {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	{Stmt::kLockPick, "lock pick", LOCK_PICK(""), PICK_ARGS},
+	{Stmt::kLockPickTypes, "lock pick by type", LOCK_PICK("AND job_type = ANY ($3)"), PICK_ARGS},
+	{Stmt::kLockPickQueues, "lock pick by queue", LOCK_PICK("AND queue = ANY ($4)"), PICK_ARGS},
 	{Stmt::kLockPickTypesQueues, "lock pick by type and queue", LOCK_PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"),
-	 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}},
+	 PICK_ARGS},
 	/* Writes deferred claims: jobs $1 with lease tokens $2 (same order),
 	 * claimed at $3 by worker $4. The ANY keeps the generic plan on the
 	 * primary key whatever it thinks of the join. */
