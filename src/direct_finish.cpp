@@ -1,27 +1,56 @@
-/* src/direct_finish.cpp — mark_done_batch of deferred claims, below the executor. */
+/* src/direct_finish.cpp — jobs finished below the executor. */
 #include "direct_finish.hpp"
 
 #include "deferred_claims.hpp"
+
+#include <cmath>
 
 namespace pqrun::direct_finish {
 
 namespace {
 
-/* Where a job_done column's value comes from. */
-enum class Source { kLive, kNull, kDoneStatus, kNextAttempt, kDuration, kClaimedAt, kNow, kToken, kWorker, kOutcome };
+/* Where a job_done column's value comes from: the job_live column of the
+ * same name, or one of the values the finish supplies. */
+enum class Source { kLive, kStatus, kAttempts, kDuration, kLockedAt, kNow, kToken, kWorker, kOutcome, kError, kResult,
+                    kCount };
 
 struct Override {
 	const char *column;
 	Source source;
 };
 
-/* What the DONE attempt changes; every other column of job_done is copied
- * from job_live's column of the same name. */
-constexpr Override kOverrides[] = {
-	{"status", Source::kDoneStatus}, {"attempts", Source::kNextAttempt}, {"duration_ms", Source::kDuration},
-	{"locked_at", Source::kClaimedAt}, {"finished_at", Source::kNow},   {"updated_at", Source::kNow},
-	{"lease_token", Source::kToken},  {"locked_by", Source::kWorker},   {"outcome", Source::kOutcome},
-	{"result", Source::kNull},
+/* A deferred claim's DONE attempt: the claim was never written, so the
+ * attempt's columns come from the claim. */
+constexpr Override kClaimOverrides[] = {
+	{"status", Source::kStatus},   {"attempts", Source::kAttempts},  {"duration_ms", Source::kDuration},
+	{"locked_at", Source::kLockedAt}, {"finished_at", Source::kNow},   {"updated_at", Source::kNow},
+	{"lease_token", Source::kToken}, {"locked_by", Source::kWorker},  {"outcome", Source::kOutcome},
+	{"result", Source::kResult},
+};
+
+/* A RUNNING row's attempt: only what ending it changes. */
+constexpr Override kRunningOverrides[] = {
+	{"status", Source::kStatus}, {"duration_ms", Source::kDuration}, {"finished_at", Source::kNow},
+	{"updated_at", Source::kNow}, {"outcome", Source::kOutcome},     {"last_error", Source::kError},
+	{"result", Source::kResult},
+};
+
+/* The supplied values, by Source; null until set. */
+struct Supplied {
+	Datum value[static_cast<int>(Source::kCount)];
+	bool null[static_cast<int>(Source::kCount)];
+
+	Supplied()
+	{
+		for (int s = 0; s < static_cast<int>(Source::kCount); s++)
+			Set(static_cast<Source>(s), Datum(0), true);
+	}
+
+	void Set(Source s, Datum v, bool isnull = false)
+	{
+		value[static_cast<int>(s)] = v;
+		null[static_cast<int>(s)] = isnull;
+	}
 };
 
 /* RequireAttNum finds a column of `rel` by name. */
@@ -49,36 +78,45 @@ EnumLabel(Oid type_id, const char *label)
 /* Rows moved per multi-row insert, as COPY buffers them. */
 constexpr int kMaxChunk = 1000;
 
-/* Operators may add triggers, row security or generated columns to pqrun's
- * tables, or partition them; the SQL path honours those, this one would not. */
+/* Operators may add triggers, rules, row security or generated columns to
+ * pqrun's tables, partition them or change their access method; the SQL
+ * path honours those, this one would not. */
 bool
 PlainTable(Relation rel)
 {
-	return rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relispartition && !rel->rd_rel->relhastriggers &&
-	       !rel->rd_rel->relrowsecurity && !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
+	return rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+	       !rel->rd_rel->relispartition && !rel->rd_rel->relhastriggers &&
+	       !rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity &&
+	       !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
 }
 
-/* The SQL path's duration: whole milliseconds from claim to now, rounded,
- * clamped to int. */
+/* The SQL path's duration_ms, LEAST(GREATEST(date_part('epoch', now -
+ * from), 0) * 1000, 2147483647)::int, computed the same way (the interval
+ * is justified into days and microseconds, the cast rounds half to even). */
 int32
-DurationMs(TimestampTz claimed_at, TimestampTz now)
+DurationMs(TimestampTz from, TimestampTz now)
 {
-	int64 ms = (Max(now - claimed_at, 0) + 500) / 1000;
-	return ms > PG_INT32_MAX ? PG_INT32_MAX : static_cast<int32>(ms);
+	int64 us = now - from;
+	int64 days = us / USECS_PER_DAY;
+	double ms = (static_cast<double>(us - days * USECS_PER_DAY) / 1000000.0 + static_cast<double>(days * SECS_PER_DAY)) *
+	            1000.0;
+	ms = Max(ms, 0.0);
+	return static_cast<int32>(std::rint(Min(ms, 2147483647.0)));
 }
 
-/* The job_done row source, per column. */
+/* The job_done row source, per column, and the job_live columns read. */
 struct Layout {
 	int natts;
 	Source *source;
 	AttrNumber *live_attnum; /* for Source::kLive */
-	AttrNumber live_id, live_status, live_attempts, live_fifo_key, live_has_dependents, live_queue, live_job_type;
-	Oid ready, done;
-	Datum outcome; /* 'done' */
+	AttrNumber live_id, live_status, live_attempts, live_fifo_key, live_has_dependents, live_queue, live_job_type,
+		live_lease_token, live_locked_at, live_last_error;
+	Oid status_type, ready, running, done;
 };
 
+template <size_t N>
 Layout
-MakeLayout(Relation live, Relation done)
+MakeLayout(Relation live, Relation done, const Override (&overrides)[N])
 {
 	TupleDesc done_desc = RelationGetDescr(done);
 	Layout layout;
@@ -87,21 +125,19 @@ MakeLayout(Relation live, Relation done)
 	layout.live_attnum = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * layout.natts));
 	for (int i = 0; i < layout.natts; i++) {
 		Form_pg_attribute att = TupleDescAttr(done_desc, i);
-		layout.source[i] = Source::kNull;
+		layout.source[i] = Source::kLive;
 		if (att->attisdropped)
 			continue;
 		const char *name = NameStr(att->attname);
 		bool overridden = false;
-		for (const Override &o : kOverrides) {
+		for (const Override &o : overrides) {
 			if (strcmp(o.column, name) == 0) {
 				layout.source[i] = o.source;
 				overridden = true;
 			}
 		}
-		if (!overridden) {
-			layout.source[i] = Source::kLive;
+		if (!overridden)
 			layout.live_attnum[i] = RequireAttNum(live, name);
-		}
 	}
 	layout.live_id = RequireAttNum(live, "id");
 	layout.live_status = RequireAttNum(live, "status");
@@ -110,87 +146,90 @@ MakeLayout(Relation live, Relation done)
 	layout.live_has_dependents = RequireAttNum(live, "has_dependents");
 	layout.live_queue = RequireAttNum(live, "queue");
 	layout.live_job_type = RequireAttNum(live, "job_type");
-	Oid status_type = TupleDescAttr(RelationGetDescr(live), layout.live_status - 1)->atttypid;
-	layout.ready = EnumLabel(status_type, "READY");
-	layout.done = EnumLabel(status_type, "DONE");
-	layout.outcome = CStringGetTextDatum("done");
+	layout.live_lease_token = RequireAttNum(live, "lease_token");
+	layout.live_locked_at = RequireAttNum(live, "locked_at");
+	layout.live_last_error = RequireAttNum(live, "last_error");
+	layout.status_type = TupleDescAttr(RelationGetDescr(live), layout.live_status - 1)->atttypid;
+	layout.ready = EnumLabel(layout.status_type, "READY");
+	layout.running = EnumLabel(layout.status_type, "RUNNING");
+	layout.done = EnumLabel(layout.status_type, "DONE");
 	return layout;
 }
 
-/* BuildDone stores in `done_slot` the DONE attempt of the READY row in
- * `live_slot` (claim i of `taken`), as a copy that outlives the live row's
- * buffer, and fills `out` for the caller's statistics. */
+/* FillDone stores in `done_slot` the history row of the live row in
+ * `live_slot`, with `supplied` for the overridden columns, as a copy that
+ * outlives the live row's buffer. Dropped columns stay null. */
 void
-BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, TupleTableSlot *live_slot,
-          TupleTableSlot *done_slot, Moved *out)
+FillDone(const Layout &layout, const Supplied &supplied, TupleTableSlot *live_slot, TupleTableSlot *done_slot)
 {
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
-	int64 id = taken.claims.ids[i];
-	if (DatumGetInt64(lv[layout.live_id - 1]) != id || DatumGetObjectId(lv[layout.live_status - 1]) != layout.ready ||
-	    !ln[layout.live_fifo_key - 1])
-		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	out->id = id;
-	out->has_dependents = DatumGetBool(lv[layout.live_has_dependents - 1]);
-	out->queue = TextDatumGetCString(lv[layout.live_queue - 1]);
-	out->job_type = TextDatumGetCString(lv[layout.live_job_type - 1]);
-	out->duration_ms = (now - taken.at) / 1000;
-
 	ExecClearTuple(done_slot);
 	Datum *values = done_slot->tts_values;
 	bool *nulls = done_slot->tts_isnull;
 	for (int a = 0; a < layout.natts; a++) {
-		nulls[a] = false;
-		switch (layout.source[a]) {
-		case Source::kLive:
-			values[a] = lv[layout.live_attnum[a] - 1];
-			nulls[a] = ln[layout.live_attnum[a] - 1];
-			break;
-		case Source::kNull:
-			values[a] = Datum(0);
-			nulls[a] = true;
-			break;
-		case Source::kDoneStatus:
-			values[a] = ObjectIdGetDatum(layout.done);
-			break;
-		case Source::kNextAttempt:
-			values[a] = Int32GetDatum(DatumGetInt32(lv[layout.live_attempts - 1]) + 1);
-			break;
-		case Source::kDuration:
-			values[a] = Int32GetDatum(DurationMs(taken.at, now));
-			break;
-		case Source::kClaimedAt:
-			values[a] = TimestampTzGetDatum(taken.at);
-			break;
-		case Source::kNow:
-			values[a] = TimestampTzGetDatum(now);
-			break;
-		case Source::kToken:
-			values[a] = UUIDPGetDatum(&taken.claims.tokens[i]);
-			break;
-		case Source::kWorker:
-			values[a] = taken.worker;
-			break;
-		case Source::kOutcome:
-			values[a] = layout.outcome;
-			break;
+		if (layout.source[a] == Source::kLive) {
+			AttrNumber live_att = layout.live_attnum[a];
+			values[a] = live_att ? lv[live_att - 1] : Datum(0);
+			nulls[a] = live_att ? ln[live_att - 1] : true;
+		} else {
+			values[a] = supplied.value[static_cast<int>(layout.source[a])];
+			nulls[a] = supplied.null[static_cast<int>(layout.source[a])];
 		}
 	}
 	ExecStoreVirtualTuple(done_slot);
 	ExecMaterializeSlot(done_slot);
 }
 
+/* Describe fills `out` for the caller's statistics from the live row. */
+void
+Describe(const Layout &layout, TupleTableSlot *live_slot, TimestampTz claimed_at, Moved *out)
+{
+	const Datum *lv = live_slot->tts_values;
+	out->id = DatumGetInt64(lv[layout.live_id - 1]);
+	out->has_dependents = DatumGetBool(lv[layout.live_has_dependents - 1]);
+	out->queue = TextDatumGetCString(lv[layout.live_queue - 1]);
+	out->job_type = TextDatumGetCString(lv[layout.live_job_type - 1]);
+	out->duration_ms = (GetCurrentTransactionStartTimestamp() - claimed_at) / 1000;
+}
+
+/* BuildDone stores in `done_slot` the DONE attempt of the READY row in
+ * `live_slot` (claim i of `taken`) and fills `out`; `outcome` is 'done'. */
+void
+BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datum outcome, TupleTableSlot *live_slot,
+          TupleTableSlot *done_slot, Moved *out)
+{
+	const Datum *lv = live_slot->tts_values;
+	const bool *ln = live_slot->tts_isnull;
+	int64 id = taken.claims.ids[i];
+	if (DatumGetInt64(lv[layout.live_id - 1]) != id ||
+	    DatumGetObjectId(lv[layout.live_status - 1]) != layout.ready ||
+	    !ln[layout.live_fifo_key - 1])
+		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	Supplied supplied;
+	supplied.Set(Source::kStatus, ObjectIdGetDatum(layout.done));
+	supplied.Set(Source::kAttempts, Int32GetDatum(DatumGetInt32(lv[layout.live_attempts - 1]) + 1));
+	supplied.Set(Source::kDuration, Int32GetDatum(DurationMs(taken.at, now)));
+	supplied.Set(Source::kLockedAt, TimestampTzGetDatum(taken.at));
+	supplied.Set(Source::kNow, TimestampTzGetDatum(now));
+	supplied.Set(Source::kToken, UUIDPGetDatum(&taken.claims.tokens[i]));
+	supplied.Set(Source::kWorker, taken.worker);
+	supplied.Set(Source::kOutcome, outcome);
+	FillDone(layout, supplied, live_slot, done_slot);
+	Describe(layout, live_slot, taken.at, out);
+}
+
 /* MoveChunk moves claims [first, first + n) of `taken`: each DONE attempt
  * is checked against job_done's constraints, all go in with one multi-row
  * insert (as COPY does), then each gets its index entries, and only then
- * are the live rows deleted, since a TOASTed payload is copied from
- * job_live's TOAST table, which the delete clears. */
+ * are the live rows deleted. */
 void
 MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, int n, Relation live,
           TupleTableSlot *live_slot, ResultRelInfo *done_info, EState *estate, TupleTableSlot **done_slots, Moved *out)
 {
 	Relation done = done_info->ri_RelationDesc;
+	Datum outcome = CStringGetTextDatum("done");
 	for (int j = 0; j < n; j++) {
 		ItemPointerData tid = taken.claims.ctids[first + j];
 		/* The row is locked by this subtransaction: SnapshotSelf sees it
@@ -198,7 +237,7 @@ MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, 
 		if (!table_tuple_fetch_row_version(live, &tid, SnapshotSelf, live_slot))
 			elog(ERROR, "pqrun: the deferred claim of job %lld lost its row", (long long)taken.claims.ids[first + j]);
 		slot_getallattrs(live_slot);
-		BuildDone(layout, taken, first + j, live_slot, done_slots[j], &out[first + j]);
+		BuildDone(layout, taken, first + j, outcome, live_slot, done_slots[j], &out[first + j]);
 		ExecClearTuple(live_slot);
 		if (done->rd_att->constr)
 			ExecConstraints(done_info, done_slots[j], estate);
@@ -214,6 +253,159 @@ MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, 
 		simple_heap_delete(live, &taken.claims.ctids[first + j]);
 }
 
+/* Both tables of pqrun's schema, opened for writing, when this path may
+ * write them. */
+struct Tables {
+	Relation live = nullptr;
+	Relation done = nullptr;
+
+	bool Open(Oid namespace_id)
+	{
+		Oid live_id = get_relname_relid("job_live", namespace_id);
+		Oid done_id = get_relname_relid("job_done", namespace_id);
+		if (!OidIsValid(live_id) || !OidIsValid(done_id))
+			return false;
+		live = table_open(live_id, RowExclusiveLock);
+		done = table_open(done_id, RowExclusiveLock);
+		return PlainTable(live) && PlainTable(done);
+	}
+
+	void Close()
+	{
+		if (done)
+			table_close(done, NoLock);
+		if (live)
+			table_close(live, NoLock);
+	}
+};
+
+/* job_done's indexes and constraints, as the executor checks them. */
+struct DoneWriter {
+	EState *estate;
+	ResultRelInfo *info;
+
+	explicit DoneWriter(Relation done)
+	{
+		estate = CreateExecutorState();
+		info = makeNode(ResultRelInfo);
+		InitResultRelInfo(info, done, 0, nullptr, 0);
+		ExecOpenIndices(info, false);
+	}
+
+	void Close()
+	{
+		ExecCloseIndices(info);
+		FreeExecutorState(estate);
+	}
+};
+
+/* LiveIdIndex opens job_live's primary key if it is the plain index on id
+ * this path assumes, else answers nullptr. */
+Relation
+LiveIdIndex(Relation live, AttrNumber live_id)
+{
+	Oid index_id = RelationGetPrimaryKeyIndex(live);
+	if (!OidIsValid(index_id))
+		return nullptr;
+	Relation index = index_open(index_id, RowExclusiveLock);
+	if (index->rd_rel->relam == BTREE_AM_OID && IndexRelationGetNumberOfKeyAttributes(index) == 1 &&
+	    index->rd_index->indkey.values[0] == live_id && index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID &&
+	    index->rd_opcintype[0] == INT8OID)
+		return index;
+	index_close(index, NoLock);
+	return nullptr;
+}
+
+/* FindLatest fetches into `slot` the newest version of job `job_id`'s live
+ * row, as logical replication finds the rows it changes: a dirty snapshot
+ * sees committed and in-progress versions, and a version some other
+ * transaction is inserting or changing is waited for. Answers false if the
+ * job has no live row. */
+bool
+FindLatest(Relation live, Relation index, int64 job_id, TupleTableSlot *slot)
+{
+	ScanKeyData key;
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(job_id));
+	SnapshotData dirty;
+	InitDirtySnapshot(dirty);
+	IndexScanDesc scan = index_beginscan(live, index, &dirty, 1, 0);
+	bool found;
+	for (;;) {
+		index_rescan(scan, &key, 1, nullptr, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, slot);
+		if (!found)
+			break;
+		ExecMaterializeSlot(slot);
+		TransactionId xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+		if (!TransactionIdIsValid(xwait))
+			break;
+		XactLockTableWait(xwait, nullptr, nullptr, XLTW_None);
+	}
+	index_endscan(scan);
+	return found;
+}
+
+/* EndAttempt moves the attempt of running job `job_id` (holding `lease`
+ * when given) to job_done as `ending` says. Answers false, having written
+ * nothing, when the job is not running, holds another lease or is in a FIFO
+ * group: the SQL path then raises or takes the group lock. */
+bool
+EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job_id, const pg_uuid_t *lease,
+           const Ending &ending, TupleTableSlot *live_slot, Moved *out)
+{
+	const Datum *lv = live_slot->tts_values;
+	const bool *ln = live_slot->tts_isnull;
+	for (;;) {
+		if (!FindLatest(tables.live, index, job_id, live_slot))
+			return false;
+		slot_getallattrs(live_slot);
+		if (DatumGetObjectId(lv[layout.live_status - 1]) != layout.running || !ln[layout.live_fifo_key - 1])
+			return false;
+		if (lease && (ln[layout.live_lease_token - 1] ||
+		              memcmp(DatumGetUUIDP(lv[layout.live_lease_token - 1]), lease, UUID_LEN) != 0))
+			return false;
+		CheckCmdReplicaIdentity(tables.live, CMD_DELETE);
+		TM_FailureData tmfd;
+		TM_Result result = table_tuple_delete(tables.live, &live_slot->tts_tid, GetCurrentCommandId(true),
+		                                      InvalidSnapshot, InvalidSnapshot, true, &tmfd, false);
+		if (result == TM_Ok)
+			break;
+		/* Changed or gone since it was found: look again. */
+		if (result != TM_Updated && result != TM_Deleted)
+			return false;
+	}
+
+	/* The row's TOASTed values stay readable by this transaction after the
+	 * delete, so the history row may be built from them now. */
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	bool no_lock_time = ln[layout.live_locked_at - 1];
+	TimestampTz locked_at = no_lock_time ? now : DatumGetTimestampTz(lv[layout.live_locked_at - 1]);
+	Supplied supplied;
+	supplied.Set(Source::kStatus, ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status)));
+	supplied.Set(Source::kDuration, Int32GetDatum(DurationMs(locked_at, now)), no_lock_time);
+	supplied.Set(Source::kNow, TimestampTzGetDatum(now));
+	supplied.Set(Source::kOutcome, CStringGetTextDatum(ending.outcome));
+	if (ending.error)
+		supplied.Set(Source::kError, CStringGetTextDatum(ending.error));
+	else
+		supplied.Set(Source::kError, lv[layout.live_last_error - 1], ln[layout.live_last_error - 1]);
+	supplied.Set(Source::kResult, ending.result, ending.result_null);
+
+	DoneWriter writer(tables.done);
+	TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
+	FillDone(layout, supplied, live_slot, done_slot);
+	Describe(layout, live_slot, locked_at, out);
+	if (tables.done->rd_att->constr)
+		ExecConstraints(writer.info, done_slot, writer.estate);
+	table_tuple_insert(tables.done, done_slot, GetCurrentCommandId(true), 0, nullptr);
+	list_free(compat::InsertIndexTuples(writer.info, done_slot, writer.estate));
+	ExecDropSingleTupleTableSlot(done_slot);
+	writer.Close();
+	/* A statement boundary, as SPI makes one after each statement. */
+	CommandCounterIncrement();
+	return true;
+}
+
 } // namespace
 
 int
@@ -222,44 +414,60 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 	Oid namespace_id = deferred_claims::FinishableIn();
 	if (!OidIsValid(namespace_id))
 		return 0;
-	Oid live_id = get_relname_relid("job_live", namespace_id);
-	Oid done_id = get_relname_relid("job_done", namespace_id);
-	if (!OidIsValid(live_id) || !OidIsValid(done_id))
-		return 0;
-	Relation live = table_open(live_id, RowExclusiveLock);
-	Relation done = table_open(done_id, RowExclusiveLock);
-	if (!PlainTable(live) || !PlainTable(done)) {
-		table_close(done, NoLock);
-		table_close(live, NoLock);
+	Tables tables;
+	if (!tables.Open(namespace_id)) {
+		tables.Close();
 		return 0;
 	}
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	int count = taken.claims.count;
 	if (count > 0) {
-		Layout layout = MakeLayout(live, done);
-		EState *estate = CreateExecutorState();
-		ResultRelInfo *done_info = makeNode(ResultRelInfo);
-		InitResultRelInfo(done_info, done, 0, nullptr, 0);
-		ExecOpenIndices(done_info, false);
-		TupleTableSlot *live_slot = table_slot_create(live, nullptr);
+		Layout layout = MakeLayout(tables.live, tables.done, kClaimOverrides);
+		DoneWriter writer(tables.done);
+		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
 		int chunk = Min(count, kMaxChunk);
 		auto **done_slots = static_cast<TupleTableSlot **>(palloc(sizeof(TupleTableSlot *) * chunk));
 		for (int j = 0; j < chunk; j++)
-			done_slots[j] = table_slot_create(done, nullptr);
+			done_slots[j] = table_slot_create(tables.done, nullptr);
 		for (int first = 0; first < count; first += chunk)
-			MoveChunk(layout, taken, first, Min(chunk, count - first), live, live_slot, done_info, estate, done_slots,
-			          out);
+			MoveChunk(layout, taken, first, Min(chunk, count - first), tables.live, live_slot, writer.info,
+			          writer.estate, done_slots, out);
 		for (int j = 0; j < chunk; j++)
 			ExecDropSingleTupleTableSlot(done_slots[j]);
 		ExecDropSingleTupleTableSlot(live_slot);
-		ExecCloseIndices(done_info);
-		FreeExecutorState(estate);
+		writer.Close();
 		/* A statement boundary, as SPI makes one after each statement. */
 		CommandCounterIncrement();
 	}
-	table_close(done, NoLock);
-	table_close(live, NoLock);
+	tables.Close();
 	return count;
+}
+
+bool
+FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out)
+{
+	/* Under REPEATABLE READ and SERIALIZABLE, a row changed since the
+	 * snapshot must raise a serialization failure and reads must take their
+	 * predicate locks: the SQL path does both. */
+	if (IsolationUsesXactSnapshot() || IsInParallelMode())
+		return false;
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	Tables tables;
+	if (!OidIsValid(namespace_id) || !tables.Open(namespace_id)) {
+		tables.Close();
+		return false;
+	}
+	Layout layout = MakeLayout(tables.live, tables.done, kRunningOverrides);
+	Relation index = LiveIdIndex(tables.live, layout.live_id);
+	bool finished = false;
+	if (index) {
+		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
+		finished = EndAttempt(tables, index, layout, job_id, lease, ending, live_slot, out);
+		ExecDropSingleTupleTableSlot(live_slot);
+		index_close(index, NoLock);
+	}
+	tables.Close();
+	return finished;
 }
 
 } // namespace pqrun::direct_finish

@@ -204,6 +204,15 @@ void
 FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
               const char *error, Datum result, bool result_null)
 {
+	direct_finish::Moved moved;
+	if (direct_finish::FinishRunning(job_id, has_lease ? DatumGetUUIDP(lease) : nullptr,
+	                                 {status, outcome, error, result, result_null}, &moved)) {
+		stats::Finished finished;
+		if (stats::ParseFinished(status, &finished))
+			stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
+		AfterFinish(job_id, status, moved.has_dependents, nullptr);
+		return;
+	}
 	Datum values[7];
 	char nulls[8] = "       ";
 	values[0] = Int64GetDatum(job_id);
