@@ -83,7 +83,17 @@ SELECT pqrun.mark_done(:fenced);
 SELECT pqrun.mark_done(:fenced);
 SELECT status, attempts FROM pqrun.jobs WHERE id = :fenced;
 
--- 5. An operator's trigger on job_done sees every finished job: with a
+-- 5. A read-only transaction gets 25006 and changes nothing.
+SELECT pqrun.enqueue('ro') AS ro \gset
+SELECT claim('ro', 'w6', 1, 'ro');
+BEGIN READ ONLY;
+\set VERBOSITY terse
+SELECT pqrun.mark_done(:ro);
+\set VERBOSITY default
+ROLLBACK;
+SELECT status, attempts FROM pqrun.jobs WHERE id = :ro;
+
+-- 6. An operator's trigger on job_done sees every finished job: with a
 -- trigger on either table, the finish is the SQL statement.
 CREATE TABLE finish_log (id bigint, status text);
 CREATE FUNCTION log_finish() RETURNS trigger LANGUAGE plpgsql AS
@@ -91,7 +101,7 @@ CREATE FUNCTION log_finish() RETURNS trigger LANGUAGE plpgsql AS
 CREATE TRIGGER log_finish AFTER INSERT ON pqrun.job_done FOR EACH ROW EXECUTE FUNCTION log_finish();
 SELECT pqrun.enqueue('logged', max_attempts => 1) AS logged1 \gset
 SELECT pqrun.enqueue('logged', max_attempts => 1) AS logged2 \gset
-SELECT claim('logged', 'w6', 2, 'logged');
+SELECT claim('logged', 'w7', 2, 'logged');
 SELECT pqrun.mark_done(:logged1);
 SELECT pqrun.mark_error(:logged2, 'boom');
 SELECT id = :logged1 AS first, status FROM finish_log ORDER BY id;

@@ -448,8 +448,9 @@ FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved 
 {
 	/* Under REPEATABLE READ and SERIALIZABLE, a row changed since the
 	 * snapshot must raise a serialization failure and reads must take their
-	 * predicate locks: the SQL path does both. */
-	if (IsolationUsesXactSnapshot() || IsInParallelMode())
+	 * predicate locks; a read-only transaction must refuse to write: the
+	 * SQL path does all of that. */
+	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
 		return false;
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Tables tables;
