@@ -221,3 +221,13 @@ SELECT live_updates() - :before AS claim_writes;
 COMMIT;
 SELECT count(*) AS logged FROM finished_log JOIN pqrun.jobs j USING (id) WHERE j.locked_by = 'w18' AND j.status = 'DONE';
 DROP TRIGGER log_finished ON pqrun.job_done;
+
+-- 15. Under SERIALIZABLE the batch is finished by the SQL path, whose reads
+-- take predicate locks: the claims are written first.
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch('[{"job_type": "ser"}, {"job_type": "ser"}]');
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT live_updates() AS before \gset
+SELECT pqrun.mark_done_batch(array_agg(id)) AS done FROM pqrun.pickup('w20', job_types => '{ser}', batch_size => 2);
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT status, count(*) FROM pqrun.jobs WHERE locked_by = 'w20' GROUP BY status;

@@ -411,8 +411,9 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 int
 FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 {
+	/* Under SERIALIZABLE the SQL path's reads take the predicate locks. */
 	Oid namespace_id = deferred_claims::FinishableIn();
-	if (!OidIsValid(namespace_id))
+	if (!OidIsValid(namespace_id) || IsolationIsSerializable())
 		return 0;
 	Tables tables;
 	if (!tables.Open(namespace_id)) {
