@@ -11,8 +11,8 @@ RESET client_min_messages;
 
 CREATE TEMP TABLE got (id bigint, lease_token uuid, way text);
 -- Claims an attempt of `n` jobs of type `t` as worker `w`, made to look
--- 00:05:04.5675 old (a duration that rounds half to even; the reaper's
--- default window is 20 minutes).
+-- 00:05:04.5675 older (within the reaper's default window of 20 minutes;
+-- the fraction of a millisecond makes the rounding of duration_ms matter).
 CREATE FUNCTION claim(t text, w text, n int, way text) RETURNS void LANGUAGE sql AS $$
   INSERT INTO got SELECT id, lease_token, way FROM pqrun.pickup(w, job_types => ARRAY[t], batch_size => n);
   UPDATE pqrun.job_live SET locked_at = locked_at - interval '00:05:04.5675' WHERE locked_by = w;
