@@ -56,6 +56,15 @@ NoteFinished(const char *status, uint64 row = 0)
 	stats::JobFinished(ColText(row, 3), ColText(row, 4), finished, duration_ms);
 }
 
+/* NoteMoved counts a job direct_finish moved to job_done as `status`. */
+void
+NoteMoved(const direct_finish::Moved &moved, const char *status)
+{
+	stats::Finished finished;
+	if (stats::ParseFinished(status, &finished))
+		stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
+}
+
 /* NoteRemoved counts the finished jobs a purge or retention statement
  * deleted (rows of queue, job_type, status, count) and answers how many. */
 int64
@@ -207,9 +216,7 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, con
 	direct_finish::Moved moved;
 	if (direct_finish::FinishRunning(job_id, has_lease ? DatumGetUUIDP(lease) : nullptr,
 	                                 {status, outcome, error, result, result_null}, &moved)) {
-		stats::Finished finished;
-		if (stats::ParseFinished(status, &finished))
-			stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
+		NoteMoved(moved, status);
 		AfterFinish(job_id, status, moved.has_dependents, nullptr);
 		return;
 	}
@@ -336,7 +343,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	auto *moved = static_cast<direct_finish::Moved *>(palloc(sizeof(direct_finish::Moved) * n));
 	int nmoved = direct_finish::FinishDeferred(n, ids, leases, moved);
 	for (int i = 0; i < nmoved; i++) {
-		stats::JobFinished(moved[i].queue, moved[i].job_type, stats::Finished::kDone, moved[i].duration_ms);
+		NoteMoved(moved[i], "DONE");
 		finished[nfinished++] = moved[i].id;
 		if (moved[i].has_dependents)
 			with_dependents.ids[with_dependents.count++] = moved[i].id;
