@@ -143,8 +143,9 @@ SELECT id = :parent AS is_parent, id = :f1 AS is_f1, status, attempts FROM pqrun
  WHERE id IN (:parent, :f1) ORDER BY id;
 SELECT (SELECT status FROM pqrun.jobs WHERE id = :child) AS child, (SELECT status FROM pqrun.jobs WHERE id = :f2) AS f2;
 
--- 10. Single-job pickups and waiting pickups write their claims at once;
--- with pqrun.deferred_claims off, batches do too.
+-- 10. A single-job pickup defers its claim as a batch does (the next
+-- statement that reads the queue writes it); waiting pickups write theirs
+-- at once, and with pqrun.deferred_claims off every pickup does.
 BEGIN;
 SELECT live_updates() AS before \gset
 SELECT count(*) AS picked FROM pqrun.pickup('w13');
@@ -231,3 +232,56 @@ SELECT pqrun.mark_done_batch(array_agg(id)) AS done FROM pqrun.pickup('w20', job
 SELECT live_updates() - :before AS claim_writes;
 COMMIT;
 SELECT status, count(*) FROM pqrun.jobs WHERE locked_by = 'w20' GROUP BY status;
+
+-- 16. A claim written below the executor (src/direct_claim.hpp) is the row
+-- the SQL path writes: one job claimed each way in one transaction, then
+-- every column but the id, the lease and the payload compared; amcheck
+-- finds every row version in the indexes it belongs to.
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'claim',
+  'payload', jsonb_build_object('n', i), 'priority', 4, 'max_attempts', 6, 'timeout_seconds', 30,
+  'dedupe_key', 'claim-' || i)) FROM generate_series(1, 2) AS i));
+BEGIN;
+SELECT live_updates() AS before \gset
+CREATE TEMP TABLE claimed AS SELECT id, lease_token FROM pqrun.pickup('w21', job_types => '{claim}');
+SELECT live_updates() - :before AS claim_writes;
+SET LOCAL pqrun.deferred_claims = off;
+INSERT INTO claimed SELECT id, lease_token FROM pqrun.pickup('w21', job_types => '{claim}');
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT count(*) AS jobs, count(DISTINCT to_jsonb(l) - '{id,lease_token,payload,dedupe_key}'::text[]) AS distinct_rows,
+       count(*) FILTER (WHERE (l.id, l.lease_token) IN (SELECT * FROM claimed)) AS leases_handed_out
+  FROM pqrun.job_live l WHERE job_type = 'claim';
+SELECT to_jsonb(l) - '{id,lease_token,payload,dedupe_key,run_after,locked_at,created_at,updated_at,holder_pid}'::text[]
+       AS row, holder_pid = pg_backend_pid() AS holder_is_me, locked_at = updated_at AS stamped_once
+  FROM pqrun.job_live l WHERE job_type = 'claim' LIMIT 1;
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS amcheck;
+RESET client_min_messages;
+SELECT c.relname, bt_index_check(c.oid, true) AS checked
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid IN ('pqrun.job_live'::regclass, 'pqrun.job_done'::regclass) AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'btree')
+ ORDER BY c.relname;
+SELECT count(*) AS heap_problems FROM verify_heapam('pqrun.job_live');
+DROP EXTENSION amcheck;
+-- The enqueue of a job with the same dedupe key finds the claimed one.
+SELECT pqrun.enqueue('claim', dedupe_key => 'claim-1') = (SELECT id FROM pqrun.job_live WHERE dedupe_key = 'claim-1')
+       AS deduplicated;
+
+-- 17. An operator's CHECK constraint holds for claims written below the
+-- executor: the commit that would break it fails and the job stays READY.
+-- An operator's trigger on job_live sees every claim (written in SQL).
+SELECT pqrun.enqueue('guarded') AS guarded \gset
+ALTER TABLE pqrun.job_live ADD CONSTRAINT no_banned_worker CHECK (locked_by IS DISTINCT FROM 'banned');
+\set VERBOSITY terse
+SELECT count(*) AS picked FROM pqrun.pickup('banned', job_types => '{guarded}');
+\set VERBOSITY default
+SELECT status, attempts, locked_by FROM pqrun.jobs WHERE id = :guarded;
+ALTER TABLE pqrun.job_live DROP CONSTRAINT no_banned_worker;
+CREATE TABLE claim_log (id bigint, status text);
+CREATE FUNCTION log_claim() RETURNS trigger LANGUAGE plpgsql AS
+  $$ BEGIN INSERT INTO public.claim_log VALUES (NEW.id, NEW.status); RETURN NEW; END $$;
+CREATE TRIGGER log_claim AFTER UPDATE ON pqrun.job_live FOR EACH ROW EXECUTE FUNCTION log_claim();
+SELECT count(*) AS picked FROM pqrun.pickup('allowed', job_types => '{guarded}');
+SELECT id = :guarded AS is_guarded, status FROM claim_log;
+DROP TRIGGER log_claim ON pqrun.job_live;
+SELECT status, attempts, locked_by FROM pqrun.jobs WHERE id = :guarded;

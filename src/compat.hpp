@@ -26,14 +26,43 @@
 
 namespace pqrun::compat {
 
-/* PG16 added a flag to insert into summarizing indexes only. */
+/* What an update left to do for the new row version's index entries: none
+ * (a HOT update), all, or (PG16 and later) only the summarizing indexes'. */
+struct IndexUpdate {
+	bool needed;
+	bool only_summarizing;
+};
+
+/* PG16 made the update's index work an enum. */
+inline TM_Result
+TupleUpdate(Relation rel, ItemPointer tid, TupleTableSlot *slot, CommandId cid, TM_FailureData *tmfd,
+            IndexUpdate *index_update)
+{
+	LockTupleMode lockmode;
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update_indexes;
+	TM_Result result = table_tuple_update(rel, tid, slot, cid, InvalidSnapshot, InvalidSnapshot, true, tmfd,
+	                                      &lockmode, &update_indexes);
+	*index_update = {update_indexes != TU_None, update_indexes == TU_Summarizing};
+#else
+	bool update_indexes;
+	TM_Result result = table_tuple_update(rel, tid, slot, cid, InvalidSnapshot, InvalidSnapshot, true, tmfd,
+	                                      &lockmode, &update_indexes);
+	*index_update = {update_indexes, false};
+#endif
+	return result;
+}
+
+/* PG16 added a flag to insert into summarizing indexes only. `update` says
+ * the row is a new version of an indexed one (the index AM's hint). */
 inline List *
-InsertIndexTuples(ResultRelInfo *result_rel, TupleTableSlot *slot, EState *estate)
+InsertIndexTuples(ResultRelInfo *result_rel, TupleTableSlot *slot, EState *estate, bool update = false,
+                  bool only_summarizing = false)
 {
 #if PG_VERSION_NUM >= 160000
-	return ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL, false);
+	return ExecInsertIndexTuples(result_rel, slot, estate, update, false, nullptr, NIL, only_summarizing);
 #else
-	return ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+	return ExecInsertIndexTuples(result_rel, slot, estate, update, false, nullptr, NIL);
 #endif
 }
 

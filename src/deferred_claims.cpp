@@ -1,4 +1,4 @@
-/* src/deferred_claims.cpp — batch claims written only if they must be.
+/* src/deferred_claims.cpp — claims written only if they must be.
  *
  * Nothing outside this backend can tell a deferred claim from a written one
  * that is not yet committed: the rows are locked either way, and both are
@@ -16,6 +16,7 @@
 #include "deferred_claims.hpp"
 
 #include "boundary.hpp"
+#include "direct_claim.hpp"
 #include "guc.hpp"
 #include "pickup_commit.hpp"
 #include "spi_plans.hpp"
@@ -25,7 +26,7 @@ namespace pqrun::deferred_claims {
 
 namespace {
 
-/* The claims of one batch pickup, in TopTransactionContext. */
+/* The claims of one pickup, in TopTransactionContext. */
 struct Batch {
 	Claims claims;
 	TimestampTz at;
@@ -84,20 +85,15 @@ UuidArray(const pg_uuid_t *tokens, int n)
 	return PointerGetDatum(construct_array(elems, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
 }
 
-/* Write runs the claim UPDATE for `d` as the role that made the claims (the
- * current user may not write pqrun's tables). */
+/* WriteBySql runs the claim UPDATE for `d` as the role that made the claims
+ * (the current user may not write pqrun's tables). */
 void
-Write(const Batch *d)
+WriteBySql(const Batch *d)
 {
-	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	Oid user;
 	int sec_context;
 	GetUserIdAndSecContext(&user, &sec_context);
 	SetUserIdAndSecContext(d->owner, sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	/* At commit there is no statement, and so no snapshot, to run under. */
-	bool own_snapshot = !ActiveSnapshotSet();
-	if (own_snapshot)
-		PushActiveSnapshot(GetTransactionSnapshot());
 	spi::Connect();
 	const Claims &c = d->claims;
 	Datum values[4] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
@@ -106,9 +102,22 @@ Write(const Batch *d)
 	if (written != static_cast<uint64>(c.count))
 		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, c.count);
 	spi::Finish();
+	SetUserIdAndSecContext(user, sec_context);
+}
+
+/* Write writes the claims of `d`, below the executor when it can. */
+void
+Write(const Batch *d)
+{
+	bool claims_only = pickup_commit::ClaimsOnlySoFar();
+	/* At commit there is no statement, and so no snapshot, to run under. */
+	bool own_snapshot = !ActiveSnapshotSet();
+	if (own_snapshot)
+		PushActiveSnapshot(GetTransactionSnapshot());
+	if (!direct_claim::Write(d->claims, d->at, d->worker, d->namespace_id))
+		WriteBySql(d);
 	if (own_snapshot)
 		PopActiveSnapshot();
-	SetUserIdAndSecContext(user, sec_context);
 	/* Writing claims is claiming: a transaction that did nothing else still
 	 * commits as a claim-only one. */
 	pickup_commit::AfterPickup(claims_only);
@@ -170,9 +179,9 @@ OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
 } // namespace
 
 bool
-ShouldDefer(int32 batch_size, int64 wait_ms)
+ShouldDefer(int64 wait_ms)
 {
-	return pqrun_deferred_claims && batch_size > 1 && wait_ms <= 0;
+	return pqrun_deferred_claims && wait_ms <= 0;
 }
 
 void

@@ -1,6 +1,6 @@
-/* src/deferred_claims.hpp — batch claims written only if they must be.
+/* src/deferred_claims.hpp — claims written only if they must be.
  *
- * A batch pickup row-locks the jobs it hands out (FOR UPDATE SKIP LOCKED,
+ * A pickup that does not wait row-locks the jobs it hands out (FOR UPDATE SKIP LOCKED,
  * which already keeps every other pickup away) and returns them as RUNNING
  * without writing them. The claims are written (the RUNNING versions of the
  * rows) before anything else can look at the jobs: when the transaction
@@ -19,7 +19,7 @@
 
 namespace pqrun::deferred_claims {
 
-/* The jobs a batch pickup locked and handed out: ids, lease tokens, whether
+/* The jobs a pickup locked and handed out: ids, lease tokens, whether
  * each is in a FIFO group, and their rows' ctids. */
 struct Claims {
 	int count;
@@ -29,7 +29,7 @@ struct Claims {
 	ItemPointerData *ctids;
 };
 
-/* Claims of the last batch pickup that mark_done_batch may finish directly
+/* Claims of the last pickup that mark_done_batch may finish directly
  * (their in_fifo is unset), the claim's time and worker (text). */
 struct Taken {
 	Claims claims;
@@ -37,13 +37,14 @@ struct Taken {
 	Datum worker;
 };
 
-/* ShouldDefer answers whether a pickup of this shape defers its claims: a
- * batch that does not wait (a single-job pickup is usually finished in
- * another transaction and would only pay for the extra lock). */
-bool ShouldDefer(int32 batch_size, int64 wait_ms);
+/* ShouldDefer answers whether a pickup of this shape defers its claims: one
+ * that does not wait. A waiting pickup claims in a subtransaction of its
+ * own (pickup.cpp) and writes at once. */
+bool ShouldDefer(int64 wait_ms);
 
 /* Defer records the claims a pickup just made, at `at` for `worker`. The
- * caller must have run its last statement. */
+ * caller must have run its last statement. They are written below the
+ * executor when direct_claim.hpp can, else by an SQL UPDATE. */
 void Defer(const Claims &claims, TimestampTz at, const char *worker);
 
 /* WriteAll writes every unwritten claim; a no-op when there is none. Called

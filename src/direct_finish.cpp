@@ -2,12 +2,15 @@
 #include "direct_finish.hpp"
 
 #include "deferred_claims.hpp"
+#include "direct_rows.hpp"
 
 #include <cmath>
 
 namespace pqrun::direct_finish {
 
 namespace {
+
+using namespace direct_rows;
 
 /* Where a job_done column's value comes from: the job_live column of the
  * same name, or one of the values the finish supplies. */
@@ -53,42 +56,8 @@ struct Supplied {
 	}
 };
 
-/* RequireAttNum finds a column of `rel` by name. */
-AttrNumber
-RequireAttNum(Relation rel, const char *name)
-{
-	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < desc->natts; i++) {
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
-			return att->attnum;
-	}
-	elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
-}
-
-Oid
-EnumLabel(Oid type_id, const char *label)
-{
-	Oid oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(type_id), CStringGetDatum(label));
-	if (!OidIsValid(oid))
-		elog(ERROR, "pqrun: job_status has no label %s", label);
-	return oid;
-}
-
 /* Rows moved per multi-row insert, as COPY buffers them. */
 constexpr int kMaxChunk = 1000;
-
-/* Operators may add triggers, rules, row security or generated columns to
- * pqrun's tables, partition them or change their access method; the SQL
- * path honours those, this one would not. */
-bool
-PlainTable(Relation rel)
-{
-	return rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
-	       !rel->rd_rel->relispartition && !rel->rd_rel->relhastriggers &&
-	       !rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity &&
-	       !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
-}
 
 /* The SQL path's duration_ms, LEAST(GREATEST(date_part('epoch', now -
  * from), 0) * 1000, 2147483647)::int, computed the same way (the interval
@@ -279,26 +248,6 @@ struct Tables {
 	}
 };
 
-/* job_done's indexes and constraints, as the executor checks them. */
-struct DoneWriter {
-	EState *estate;
-	ResultRelInfo *info;
-
-	explicit DoneWriter(Relation done)
-	{
-		estate = CreateExecutorState();
-		info = makeNode(ResultRelInfo);
-		InitResultRelInfo(info, done, 0, nullptr, 0);
-		ExecOpenIndices(info, false);
-	}
-
-	void Close()
-	{
-		ExecCloseIndices(info);
-		FreeExecutorState(estate);
-	}
-};
-
 /* LiveIdIndex opens job_live's primary key if it is the plain index on id
  * this path assumes, else answers nullptr. */
 Relation
@@ -391,7 +340,7 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 		supplied.Set(Source::kError, lv[layout.live_last_error - 1], ln[layout.live_last_error - 1]);
 	supplied.Set(Source::kResult, ending.result, ending.result_null);
 
-	DoneWriter writer(tables.done);
+	RowWriter writer(tables.done);
 	TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
 	FillDone(layout, supplied, live_slot, done_slot);
 	Describe(layout, live_slot, locked_at, out);
@@ -424,7 +373,7 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 	int count = taken.claims.count;
 	if (count > 0) {
 		Layout layout = MakeLayout(tables.live, tables.done, kClaimOverrides);
-		DoneWriter writer(tables.done);
+		RowWriter writer(tables.done);
 		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
 		int chunk = Min(count, kMaxChunk);
 		auto **done_slots = static_cast<TupleTableSlot **>(palloc(sizeof(TupleTableSlot *) * chunk));
@@ -453,6 +402,9 @@ FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved 
 	 * SQL path does all of that. */
 	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
 		return false;
+	/* This path reads below the executor hook that writes deferred claims
+	 * before a query looks at the queue: the job may be one of them. */
+	deferred_claims::WriteAll();
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Tables tables;
 	if (!OidIsValid(namespace_id) || !tables.Open(namespace_id)) {

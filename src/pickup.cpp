@@ -252,7 +252,7 @@ uint64
 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
        Tuplestorestate *out, TupleDesc out_desc)
 {
-	bool defer = deferred_claims::ShouldDefer(batch_size, wait_ms);
+	bool defer = deferred_claims::ShouldDefer(wait_ms);
 	Stmt stmt = defer ? (job_types ? (queues ? Stmt::kLockPickTypesQueues : Stmt::kLockPickTypes)
 	                               : (queues ? Stmt::kLockPickQueues : Stmt::kLockPick))
 	                  : (job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)

@@ -1,0 +1,121 @@
+/* src/direct_claim.cpp — claims written below the executor. */
+#include "direct_claim.hpp"
+
+#include "direct_rows.hpp"
+
+namespace pqrun::direct_claim {
+
+namespace {
+
+using namespace direct_rows;
+
+/* What a claim sets, in job_live column names; ClaimRow gives the values in
+ * this order. */
+constexpr int kSet = 9;
+constexpr const char *kSetColumns[kSet] = {"status",      "delayed",      "attempts",   "locked_at", "locked_by",
+                                           "lease_token", "heartbeat_at", "holder_pid", "updated_at"};
+
+/* The job_live columns a claim reads and sets. */
+struct Columns {
+	AttrNumber id, status, attempts;
+	int set[kSet];
+	Oid ready, running;
+};
+
+Columns
+FindColumns(Relation live)
+{
+	Columns c;
+	c.id = RequireAttNum(live, "id");
+	c.status = RequireAttNum(live, "status");
+	c.attempts = RequireAttNum(live, "attempts");
+	for (int i = 0; i < kSet; i++)
+		c.set[i] = RequireAttNum(live, kSetColumns[i]);
+	Oid status_type = TupleDescAttr(RelationGetDescr(live), c.status - 1)->atttypid;
+	c.ready = EnumLabel(status_type, "READY");
+	c.running = EnumLabel(status_type, "RUNNING");
+	return c;
+}
+
+/* ClaimRow stores in `new_slot` the RUNNING version, as the SQL path's
+ * UPDATE sets it, of the READY row in `old_slot` (claim `i`). */
+void
+ClaimRow(const Columns &c, const deferred_claims::Claims &claims, int i, TimestampTz at, Datum worker,
+         TupleTableSlot *old_slot, TupleTableSlot *new_slot)
+{
+	bool isnull;
+	int64 id = DatumGetInt64(slot_getattr(old_slot, c.id, &isnull));
+	Oid status = DatumGetObjectId(slot_getattr(old_slot, c.status, &isnull));
+	int32 attempts = DatumGetInt32(slot_getattr(old_slot, c.attempts, &isnull));
+	if (id != claims.ids[i] || status != c.ready)
+		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)claims.ids[i]);
+	Datum values[kSet] = {ObjectIdGetDatum(c.running),
+	                      BoolGetDatum(false),
+	                      Int32GetDatum(attempts + 1),
+	                      TimestampTzGetDatum(at),
+	                      worker,
+	                      UUIDPGetDatum(const_cast<pg_uuid_t *>(&claims.tokens[i])),
+	                      Datum(0),
+	                      Int32GetDatum(MyProcPid),
+	                      TimestampTzGetDatum(at)};
+	bool nulls[kSet] = {false, false, false, false, false, false, true, false, false};
+	HeapTuple old_tuple = ExecFetchSlotHeapTuple(old_slot, false, nullptr);
+	HeapTuple claimed = heap_modify_tuple_by_cols(old_tuple, old_slot->tts_tupleDescriptor, kSet,
+	                                              const_cast<int *>(c.set), values, nulls);
+	ExecStoreHeapTuple(claimed, new_slot, true);
+}
+
+} // namespace
+
+bool
+Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker, Oid namespace_id)
+{
+	if (IsolationIsSerializable() || XactReadOnly || IsInParallelMode())
+		return false;
+	Oid live_id = get_relname_relid("job_live", namespace_id);
+	if (!OidIsValid(live_id))
+		return false;
+	Relation live = table_open(live_id, RowExclusiveLock);
+	if (!PlainTable(live)) {
+		table_close(live, NoLock);
+		return false;
+	}
+	CheckCmdReplicaIdentity(live, CMD_UPDATE);
+	Columns columns = FindColumns(live);
+	RowWriter writer(live);
+	TupleTableSlot *old_slot = table_slot_create(live, nullptr);
+	TupleTableSlot *new_slot = MakeSingleTupleTableSlot(RelationGetDescr(live), &TTSOpsHeapTuple);
+	Datum worker_text = CStringGetTextDatum(worker);
+	CommandId cid = GetCurrentCommandId(true);
+	for (int i = 0; i < claims.count; i++) {
+		ItemPointerData tid = claims.ctids[i];
+		/* The row is locked by this transaction: SnapshotSelf sees it. */
+		if (!table_tuple_fetch_row_version(live, &tid, SnapshotSelf, old_slot))
+			elog(ERROR, "pqrun: the deferred claim of job %lld lost its row", (long long)claims.ids[i]);
+		ClaimRow(columns, claims, i, at, worker_text, old_slot, new_slot);
+		ExecClearTuple(old_slot);
+		if (live->rd_att->constr)
+			ExecConstraints(writer.info, new_slot, writer.estate);
+		TM_FailureData tmfd;
+		compat::IndexUpdate index_update;
+		TM_Result result = compat::TupleUpdate(live, &tid, new_slot, cid, &tmfd, &index_update);
+		/* Nobody else can change a row this transaction holds locked. */
+		if (result != TM_Ok)
+			elog(ERROR, "pqrun: the deferred claim of job %lld could not be written (%d)", (long long)claims.ids[i],
+			     static_cast<int>(result));
+		if (index_update.needed)
+			list_free(compat::InsertIndexTuples(writer.info, new_slot, writer.estate, true,
+			                                    index_update.only_summarizing));
+		ExecClearTuple(new_slot);
+		ResetPerTupleExprContext(writer.estate);
+	}
+	ExecDropSingleTupleTableSlot(new_slot);
+	ExecDropSingleTupleTableSlot(old_slot);
+	writer.Close();
+	table_close(live, NoLock);
+	/* A statement boundary, as SPI makes one after each statement. */
+	CommandCounterIncrement();
+	return true;
+}
+
+} // namespace pqrun::direct_claim

@@ -1,0 +1,50 @@
+/* src/direct_rows.cpp — what writing pqrun's rows below the executor needs. */
+#include "direct_rows.hpp"
+
+namespace pqrun::direct_rows {
+
+bool
+PlainTable(Relation rel)
+{
+	return rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+	       !rel->rd_rel->relispartition && !rel->rd_rel->relhastriggers && !rel->rd_rel->relhasrules &&
+	       !rel->rd_rel->relrowsecurity && !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
+}
+
+AttrNumber
+RequireAttNum(Relation rel, const char *name)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+			return att->attnum;
+	}
+	elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
+}
+
+Oid
+EnumLabel(Oid type_id, const char *label)
+{
+	Oid oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(type_id), CStringGetDatum(label));
+	if (!OidIsValid(oid))
+		elog(ERROR, "pqrun: job_status has no label %s", label);
+	return oid;
+}
+
+RowWriter::RowWriter(Relation rel)
+{
+	estate = CreateExecutorState();
+	info = makeNode(ResultRelInfo);
+	InitResultRelInfo(info, rel, 0, nullptr, 0);
+	ExecOpenIndices(info, false);
+}
+
+void
+RowWriter::Close()
+{
+	ExecCloseIndices(info);
+	FreeExecutorState(estate);
+}
+
+} // namespace pqrun::direct_rows

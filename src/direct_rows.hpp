@@ -1,0 +1,34 @@
+/* src/direct_rows.hpp — what writing pqrun's rows below the executor needs.
+ *
+ * direct_finish.cpp and direct_claim.cpp write job rows with the table
+ * access methods, as COPY and logical replication do. These are the checks
+ * and the executor state they share.
+ */
+#pragma once
+
+#include "pg.hpp"
+
+namespace pqrun::direct_rows {
+
+/* PlainTable answers whether `rel` has nothing only the executor honours:
+ * operators may add triggers, rules, row security or generated columns to
+ * pqrun's tables, partition them or change their access method. */
+bool PlainTable(Relation rel);
+
+/* RequireAttNum finds a column of `rel` by name, raising if it is missing. */
+AttrNumber RequireAttNum(Relation rel, const char *name);
+
+/* EnumLabel answers the oid of label `label` of enum type `type_id`. */
+Oid EnumLabel(Oid type_id, const char *label);
+
+/* RowWriter holds a table's indexes and constraints, as the executor checks
+ * and fills them. */
+struct RowWriter {
+	EState *estate;
+	ResultRelInfo *info;
+
+	explicit RowWriter(Relation rel);
+	void Close();
+};
+
+} // namespace pqrun::direct_rows
