@@ -66,4 +66,16 @@ InsertIndexTuples(ResultRelInfo *result_rel, TupleTableSlot *slot, EState *estat
 #endif
 }
 
+/* PG18 added CHECK constraints that are not enforced; the executor leaves
+ * their state null. */
+inline bool
+CheckEnforced(const ConstrCheck &check)
+{
+#if PG_VERSION_NUM >= 180000
+	return check.ccenforced;
+#else
+	return true;
+#endif
+}
+
 } // namespace pqrun::compat

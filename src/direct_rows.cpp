@@ -1,6 +1,8 @@
 /* src/direct_rows.cpp — what writing pqrun's rows below the executor needs. */
 #include "direct_rows.hpp"
 
+#include "expr_cache.hpp"
+
 namespace pqrun::direct_rows {
 
 bool
@@ -38,6 +40,7 @@ RowWriter::RowWriter(Relation rel)
 	info = makeNode(ResultRelInfo);
 	InitResultRelInfo(info, rel, 0, nullptr, 0);
 	ExecOpenIndices(info, false);
+	expr_cache::Fill(info);
 }
 
 void

@@ -7,6 +7,7 @@
 #include "bgw.hpp"
 #include "boundary.hpp"
 #include "deferred_claims.hpp"
+#include "expr_cache.hpp"
 #include "guc.hpp"
 #include "pickup_commit.hpp"
 #include "shmem.hpp"
@@ -46,6 +47,7 @@ Init()
 	pqrun::wake::InstallCallbacks();
 	pqrun::pickup_commit::InstallCallbacks();
 	pqrun::deferred_claims::InstallHooks();
+	pqrun::expr_cache::InstallHooks();
 	pqrun::InstallUtilityHook();
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;

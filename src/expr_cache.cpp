@@ -1,0 +1,226 @@
+/* src/expr_cache.cpp — constraint and index predicate states kept per backend. */
+#include "expr_cache.hpp"
+
+#include "boundary.hpp"
+
+namespace pqrun::expr_cache {
+
+namespace {
+
+/* The compiled states of one relation's CHECK constraints (in the order of
+ * its relcache entry) or of one index's predicate; `states` is nullptr when
+ * they may not be kept. */
+struct Entry {
+	Oid oid; /* hash key */
+	MemoryContext context;
+	int count;
+	ExprState **states;
+};
+
+HTAB *entries = nullptr;
+
+bool
+CallsNonBuiltin(Node *node, void *)
+{
+	if (node == nullptr)
+		return false;
+	/* Domain checks and sublinks reach beyond the expression itself. */
+	if (IsA(node, CoerceToDomain) || IsA(node, SubLink) || IsA(node, SubPlan))
+		return true;
+	if (check_functions_in_node(node, [](Oid fn, void *) { return fn >= FirstGenbkiObjectId; }, nullptr))
+		return true;
+	/* PG15 declares the walker without arguments; void (*)() is the cast
+	 * that says so on purpose. */
+	return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(CallsNonBuiltin)),
+	                              nullptr);
+}
+
+/* Compile answers the states of `exprs` (quals when `as_qual`), compiled in
+ * a new context that outlives the transaction, or leaves `entry` without
+ * states when any calls a function that is not built in. */
+void
+Compile(Entry *entry, List *exprs, bool as_qual)
+{
+	entry->context = nullptr;
+	entry->states = nullptr;
+	entry->count = as_qual ? 1 : list_length(exprs);
+	if (CallsNonBuiltin(reinterpret_cast<Node *>(exprs), nullptr))
+		return;
+	/* Built under the caller's context, so that an error frees it. */
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "pqrun kept expressions", ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(context);
+	auto **states = static_cast<ExprState **>(palloc(sizeof(ExprState *) * entry->count));
+	if (as_qual) {
+		states[0] = ExecInitQual(reinterpret_cast<List *>(expression_planner(static_cast<Expr *>(copyObjectImpl(exprs)))),
+		                         nullptr);
+	} else {
+		int i = 0;
+		ListCell *lc;
+		foreach (lc, exprs) {
+			auto *expr = static_cast<Expr *>(lfirst(lc));
+			states[i++] = expr ? ExecInitExpr(expression_planner(static_cast<Expr *>(copyObjectImpl(expr))), nullptr)
+			                   : nullptr;
+		}
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextSetParent(context, CacheMemoryContext);
+	entry->context = context;
+	entry->states = states;
+}
+
+/* Find answers the entry of `oid`, compiling `exprs` when there is none. */
+template <typename Exprs>
+Entry *
+Find(Oid oid, bool as_qual, Exprs exprs)
+{
+	if (entries == nullptr) {
+		HASHCTL ctl{};
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(Entry);
+		ctl.hcxt = CacheMemoryContext;
+		entries = hash_create("pqrun kept expressions", 32, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	bool found;
+	auto *entry = static_cast<Entry *>(hash_search(entries, &oid, HASH_FIND, &found));
+	if (found)
+		return entry;
+	Entry compiled{oid, nullptr, 0, nullptr};
+	Compile(&compiled, exprs(), as_qual);
+	entry = static_cast<Entry *>(hash_search(entries, &oid, HASH_ENTER, &found));
+	*entry = compiled;
+	return entry;
+}
+
+/* Drop forgets `entry`'s states; a statement of this transaction may still
+ * hold them, so they are freed with the transaction. */
+void
+Drop(Entry *entry)
+{
+	if (entry->context == nullptr)
+		return;
+	if (TopTransactionContext != nullptr)
+		MemoryContextSetParent(entry->context, TopTransactionContext);
+	else
+		MemoryContextDelete(entry->context);
+	entry->context = nullptr;
+}
+
+void
+OnRelcacheInvalidation(Oid relid)
+{
+	if (entries == nullptr)
+		return;
+	if (OidIsValid(relid)) {
+		auto *entry = static_cast<Entry *>(hash_search(entries, &relid, HASH_FIND, nullptr));
+		if (entry != nullptr) {
+			Drop(entry);
+			hash_search(entries, &relid, HASH_REMOVE, nullptr);
+		}
+		return;
+	}
+	HASH_SEQ_STATUS scan;
+	hash_seq_init(&scan, entries);
+	while (auto *entry = static_cast<Entry *>(hash_seq_search(&scan))) {
+		Drop(entry);
+		hash_search(entries, &entry->oid, HASH_REMOVE, nullptr);
+	}
+}
+
+/* FillChecks gives `info` the kept states of its relation's CHECK
+ * constraints. */
+void
+FillChecks(ResultRelInfo *info)
+{
+	Relation rel = info->ri_RelationDesc;
+	TupleConstr *constr = rel->rd_att->constr;
+	if (info->ri_ConstraintExprs != nullptr || constr == nullptr || constr->num_check == 0 ||
+	    constr->num_check != rel->rd_rel->relchecks)
+		return;
+	Entry *entry = Find(RelationGetRelid(rel), false, [&]() {
+		List *exprs = NIL;
+		for (int i = 0; i < constr->num_check; i++)
+			exprs = lappend(exprs, compat::CheckEnforced(constr->check[i]) ? stringToNode(constr->check[i].ccbin)
+			                                                                : nullptr);
+		return exprs;
+	});
+	if (entry->states != nullptr && entry->count == constr->num_check)
+		info->ri_ConstraintExprs = entry->states;
+}
+
+/* FillPredicates gives `info`'s partial indexes their kept predicate states. */
+void
+FillPredicates(ResultRelInfo *info)
+{
+	for (int i = 0; i < info->ri_NumIndices; i++) {
+		IndexInfo *index_info = info->ri_IndexRelationInfo[i];
+		if (index_info == nullptr || index_info->ii_Predicate == NIL || index_info->ii_PredicateState != nullptr)
+			continue;
+		Entry *entry = Find(RelationGetRelid(info->ri_IndexRelationDescs[i]), true,
+		                    [&]() { return index_info->ii_Predicate; });
+		if (entry->states != nullptr)
+			index_info->ii_PredicateState = entry->states[0];
+	}
+}
+
+ExecutorStart_hook_type prev_executor_start = nullptr;
+
+/* FillQuery fills the result relations in pqrun's schema of a query that
+ * has just started. */
+void
+FillQuery(QueryDesc *query_desc)
+{
+	EState *estate = query_desc->estate;
+	if (estate == nullptr || estate->es_opened_result_relations == NIL)
+		return;
+	Oid namespace_id = InvalidOid;
+	ListCell *lc;
+	foreach (lc, estate->es_opened_result_relations) {
+		auto *info = static_cast<ResultRelInfo *>(lfirst(lc));
+		if (!OidIsValid(namespace_id))
+			namespace_id = get_namespace_oid("pqrun", true);
+		if (OidIsValid(namespace_id) && RelationGetNamespace(info->ri_RelationDesc) == namespace_id)
+			Fill(info);
+	}
+}
+
+} // namespace
+
+void
+Fill(ResultRelInfo *info)
+{
+	FillChecks(info);
+	FillPredicates(info);
+}
+
+} // namespace pqrun::expr_cache
+
+extern "C" {
+
+static void
+pqrun_expr_cache_executor_start(QueryDesc *query_desc, int eflags)
+{
+	if (pqrun::expr_cache::prev_executor_start)
+		pqrun::expr_cache::prev_executor_start(query_desc, eflags);
+	else
+		standard_ExecutorStart(query_desc, eflags);
+	pqrun::GuardedEntry([&]() { pqrun::expr_cache::FillQuery(query_desc); });
+}
+
+static void
+pqrun_expr_cache_relcache_callback(Datum, Oid relid)
+{
+	pqrun::GuardedEntry([&]() { pqrun::expr_cache::OnRelcacheInvalidation(relid); });
+}
+}
+
+namespace pqrun::expr_cache {
+
+void
+InstallHooks()
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = pqrun_expr_cache_executor_start;
+	CacheRegisterRelcacheCallback(pqrun_expr_cache_relcache_callback, Datum(0));
+}
+
+} // namespace pqrun::expr_cache
