@@ -35,9 +35,9 @@ CallsNonBuiltin(Node *node, void *)
 	                              nullptr);
 }
 
-/* Compile answers the states of `exprs` (quals when `as_qual`), compiled in
- * a new context that outlives the transaction, or leaves `entry` without
- * states when any calls a function that is not built in. */
+/* Compile gives `entry` the states of `exprs` (one qual of all of them when
+ * `as_qual`), compiled in a new context that outlives the transaction, or
+ * none when any calls a function that is not built in. */
 void
 Compile(Entry *entry, List *exprs, bool as_qual)
 {
