@@ -23,7 +23,9 @@ namespace pqrun::expr_cache {
 void Fill(ResultRelInfo *info);
 
 /* InstallHooks registers the relcache callback, and an executor-start hook
- * that fills the result relations in pqrun's schema of every query. */
+ * that fills the result relations in pqrun's schema of every query (the
+ * executor opens their indexes at the first row, so that gives them the
+ * CHECK constraints only). */
 void InstallHooks();
 
 } // namespace pqrun::expr_cache
