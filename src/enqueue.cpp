@@ -162,7 +162,11 @@ WriteRun(PlainRun *run, Tuplestorestate *out, TupleDesc out_desc)
 	                   ArrayOf(*run, kJobType, TEXTOID, -1, false, TYPALIGN_INT),
 	                   ArrayOf(*run, kDedupeKey, TEXTOID, -1, false, TYPALIGN_INT),
 	                   ArrayOf(*run, kPayload, JSONBOID, -1, false, TYPALIGN_INT)};
-	uint64 n = Exec(Stmt::kInsertLiveRun, values, nullptr, SPI_OK_INSERT_RETURNING);
+	bool keyless = true;
+	for (int i = 0; i < run->count && keyless; i++)
+		keyless = run->args[i].isnull[kDedupeKey];
+	uint64 n = Exec(keyless ? Stmt::kInsertLiveRunKeyless : Stmt::kInsertLiveRun, values, nullptr,
+	                SPI_OK_INSERT_RETURNING);
 	if (n != static_cast<uint64>(run->count))
 		elog(ERROR, "pqrun: enqueue_batch wrote %llu rows for %d elements", (unsigned long long)n, run->count);
 	for (uint64 i = 0; i < n; i++) {
@@ -303,7 +307,8 @@ Enqueue(const EnqueueArgs &args, int element)
 	nulls[9] = args.isnull[kFifoKey] ? 'n' : ' ';
 	nulls[10] = args.isnull[kDependsOn] ? 'n' : ' ';
 	nulls[12] = '\0';
-	Exec(Stmt::kInsertLive, values, nulls, SPI_OK_INSERT_RETURNING);
+	Exec(args.isnull[kDedupeKey] ? Stmt::kInsertLiveKeyless : Stmt::kInsertLive, values, nulls,
+	     SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
 	bool inserted = ColBool(0, 2);
 	if (inserted)

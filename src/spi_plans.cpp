@@ -82,33 +82,44 @@ struct StmtDef {
 	"  FROM gone)"                                                                                                     \
 	" SELECT has_dependents, fifo_key, queue, job_type, status::text, locked_at, id FROM gone"
 
+/* Inserts into job_live. A job with a dedupe key that an unfinished job
+ * holds answers that job (whose xmax is then set); without any dedupe key
+ * nothing can conflict, and the keyless forms skip the speculative insertion
+ * (a lock and a confirmation record per row). */
+#define INSERT_LIVE                                                                                                    \
+	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"          \
+	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload)"                           \
+	" VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"                         \
+	"   $7, $8, $9, $10, $11, $12)"
+#define INSERT_LIVE_RETURNING " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text"
+#define INSERT_LIVE_ARGS                                                                                               \
+	12, {TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, \
+	     JSONBOID}
+#define INSERT_LIVE_RUN                                                                                                \
+	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"          \
+	"   created_at, updated_at, queue, job_type, dedupe_key, payload)"                                                 \
+	" SELECT 'READY', e.run_after > pg_catalog.now(), e.priority, e.max_attempts, e.timeout_seconds, e.run_after,"   \
+	"   pg_catalog.now(), pg_catalog.now(), e.queue, e.job_type, e.dedupe_key, e.payload"                              \
+	" FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),"   \
+	"   pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8)) WITH ORDINALITY" \
+	"   AS e(priority, max_attempts, timeout_seconds, run_after, queue, job_type, dedupe_key, payload, n)"            \
+	" ORDER BY e.n"
+#define INSERT_LIVE_RUN_RETURNING                                                                                      \
+	" RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text, j.queue, j.job_type, j.delayed, j.run_after"
+#define INSERT_LIVE_RUN_ARGS                                                                                           \
+	8, {INT4ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,     \
+	    JSONBARRAYOID}
+#define ON_DEDUPE_KEY " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO UPDATE SET updated_at = EXCLUDED.updated_at"
+
 const StmtDef kStmts[] = {
-	{Stmt::kInsertLive, "insert live",
-	 "INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"
-	 "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload)"
-	 " VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"
-	 "   $7, $8, $9, $10, $11, $12)"
-	 " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO UPDATE SET updated_at = EXCLUDED.updated_at"
-	 " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text",
-	 12,
-	 {TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID,
-	  JSONBOID}},
+	{Stmt::kInsertLive, "insert live", INSERT_LIVE ON_DEDUPE_KEY INSERT_LIVE_RETURNING, INSERT_LIVE_ARGS},
+	{Stmt::kInsertLiveKeyless, "insert live keyless", INSERT_LIVE INSERT_LIVE_RETURNING, INSERT_LIVE_ARGS},
 	/* enqueue_batch's plain elements, one row per array position, inserted
 	 * (and given ids) in element order. */
-	{Stmt::kInsertLiveRun, "insert live run",
-	 "INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"
-	 "   created_at, updated_at, queue, job_type, dedupe_key, payload)"
-	 " SELECT 'READY', e.run_after > pg_catalog.now(), e.priority, e.max_attempts, e.timeout_seconds, e.run_after,"
-	 "   pg_catalog.now(), pg_catalog.now(), e.queue, e.job_type, e.dedupe_key, e.payload"
-	 " FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),"
-	 "   pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8)) WITH ORDINALITY"
-	 "   AS e(priority, max_attempts, timeout_seconds, run_after, queue, job_type, dedupe_key, payload, n)"
-	 " ORDER BY e.n"
-	 " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO UPDATE SET updated_at = EXCLUDED.updated_at"
-	 " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text, j.queue, j.job_type, j.delayed, j.run_after",
-	 8,
-	 {INT4ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
-	  JSONBARRAYOID}},
+	{Stmt::kInsertLiveRun, "insert live run", INSERT_LIVE_RUN ON_DEDUPE_KEY INSERT_LIVE_RUN_RETURNING,
+	 INSERT_LIVE_RUN_ARGS},
+	{Stmt::kInsertLiveRunKeyless, "insert live run keyless", INSERT_LIVE_RUN INSERT_LIVE_RUN_RETURNING,
+	 INSERT_LIVE_RUN_ARGS},
 	{Stmt::kInsertCancelled, "insert cancelled",
 	 "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
 	 "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"

@@ -12,7 +12,9 @@ namespace pqrun::spi {
 
 enum class Stmt {
 	kInsertLive,
+	kInsertLiveKeyless,
 	kInsertLiveRun,
+	kInsertLiveRunKeyless,
 	kInsertCancelled,
 	kLockLiveDeps,
 	kFinishedDeps,

@@ -10,7 +10,7 @@
 -- pqrun.job_attempts row. Everything runs in one rolled-back transaction
 -- (now() is fixed) on queues of its own, so jobs left by other tests don't count.
 BEGIN;
-SELECT plan(70);
+SELECT plan(71);
 SET LOCAL pqrun.backoff = '1min,5min,30min,2h,6h';
 
 -- ---- READY -> RUNNING -> DONE ------------------------------------------------
@@ -138,6 +138,9 @@ SELECT is((SELECT payload FROM pqrun.jobs WHERE id = :k1), '{"v": 1}'::jsonb, 'a
 SELECT is((SELECT array_agg(x) FROM pqrun.enqueue_batch(
 	'[{"job_type": "dd", "dedupe_key": "tap-key"}, {"job_type": "dd", "dedupe_key": "tap-key"}]') AS x),
 	ARRAY[:k1::bigint, :k1::bigint], 'enqueue_batch dedupes too');
+SELECT is((SELECT array_agg(x = :k1) FROM pqrun.enqueue_batch(
+	'[{"job_type": "dd", "queue": "tap_life_keyless"}, {"job_type": "dd", "dedupe_key": "tap-key"}]') AS x),
+	ARRAY[false, true], 'a batch with keyless and keyed jobs inserts the one and dedupes the other');
 SELECT lease_token AS lease FROM pqrun.pickup('w1', queues => '{tap_life}') \gset
 SELECT is(pqrun.enqueue('dd', dedupe_key => 'tap-key', queue => 'tap_life'), :k1::bigint,
 	'a RUNNING job holds its dedupe key');
