@@ -72,14 +72,9 @@ Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker,
 {
 	if (IsolationIsSerializable() || XactReadOnly || IsInParallelMode())
 		return false;
-	Oid live_id = get_relname_relid("job_live", namespace_id);
-	if (!OidIsValid(live_id))
+	Relation live = OpenPlain(namespace_id, "job_live");
+	if (live == nullptr)
 		return false;
-	Relation live = table_open(live_id, RowExclusiveLock);
-	if (!PlainTable(live)) {
-		table_close(live, NoLock);
-		return false;
-	}
 	CheckCmdReplicaIdentity(live, CMD_UPDATE);
 	Columns columns = FindColumns(live);
 	RowWriter writer(live);
@@ -113,8 +108,6 @@ Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker,
 	ExecDropSingleTupleTableSlot(old_slot);
 	writer.Close();
 	table_close(live, NoLock);
-	/* A statement boundary, as SPI makes one after each statement. */
-	CommandCounterIncrement();
 	return true;
 }
 

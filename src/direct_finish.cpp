@@ -230,13 +230,9 @@ struct Tables {
 
 	bool Open(Oid namespace_id)
 	{
-		Oid live_id = get_relname_relid("job_live", namespace_id);
-		Oid done_id = get_relname_relid("job_done", namespace_id);
-		if (!OidIsValid(live_id) || !OidIsValid(done_id))
-			return false;
-		live = table_open(live_id, RowExclusiveLock);
-		done = table_open(done_id, RowExclusiveLock);
-		return PlainTable(live) && PlainTable(done);
+		live = OpenPlain(namespace_id, "job_live");
+		done = live ? OpenPlain(namespace_id, "job_done") : nullptr;
+		return done != nullptr;
 	}
 
 	void Close()
@@ -350,8 +346,6 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 	list_free(compat::InsertIndexTuples(writer.info, done_slot, writer.estate));
 	ExecDropSingleTupleTableSlot(done_slot);
 	writer.Close();
-	/* A statement boundary, as SPI makes one after each statement. */
-	CommandCounterIncrement();
 	return true;
 }
 
@@ -386,8 +380,6 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 			ExecDropSingleTupleTableSlot(done_slots[j]);
 		ExecDropSingleTupleTableSlot(live_slot);
 		writer.Close();
-		/* A statement boundary, as SPI makes one after each statement. */
-		CommandCounterIncrement();
 	}
 	tables.Close();
 	return count;

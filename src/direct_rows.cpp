@@ -13,6 +13,19 @@ PlainTable(Relation rel)
 	       !rel->rd_rel->relrowsecurity && !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
 }
 
+Relation
+OpenPlain(Oid namespace_id, const char *name)
+{
+	Oid relid = get_relname_relid(name, namespace_id);
+	if (!OidIsValid(relid))
+		return nullptr;
+	Relation rel = table_open(relid, RowExclusiveLock);
+	if (PlainTable(rel))
+		return rel;
+	table_close(rel, NoLock);
+	return nullptr;
+}
+
 AttrNumber
 RequireAttNum(Relation rel, const char *name)
 {
@@ -48,6 +61,7 @@ RowWriter::Close()
 {
 	ExecCloseIndices(info);
 	FreeExecutorState(estate);
+	CommandCounterIncrement();
 }
 
 } // namespace pqrun::direct_rows

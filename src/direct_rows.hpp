@@ -15,6 +15,10 @@ namespace pqrun::direct_rows {
  * pqrun's tables, partition them or change their access method. */
 bool PlainTable(Relation rel);
 
+/* OpenPlain opens table `name` of schema `namespace_id` for writing when it
+ * exists and is a PlainTable; else answers nullptr, leaving it closed. */
+Relation OpenPlain(Oid namespace_id, const char *name);
+
 /* RequireAttNum finds a column of `rel` by name, raising if it is missing. */
 AttrNumber RequireAttNum(Relation rel, const char *name);
 
@@ -22,7 +26,9 @@ AttrNumber RequireAttNum(Relation rel, const char *name);
 Oid EnumLabel(Oid type_id, const char *label);
 
 /* RowWriter holds a table's indexes and constraints, as the executor checks
- * and fills them. */
+ * and fills them. Close ends the write with a statement boundary
+ * (CommandCounterIncrement, as SPI makes after each statement), so that what
+ * follows sees the rows written. */
 struct RowWriter {
 	EState *estate;
 	ResultRelInfo *info;
