@@ -1,8 +1,8 @@
 /* src/direct_rows.hpp — what writing pqrun's rows below the executor needs.
  *
- * direct_finish.cpp and direct_claim.cpp write job rows with the table
- * access methods, as COPY and logical replication do. These are the checks
- * and the executor state they share.
+ * direct_enqueue.cpp, direct_claim.cpp and direct_finish.cpp write job rows
+ * with the table access methods, as COPY and logical replication do. These
+ * are the checks and the executor state they share.
  */
 #pragma once
 

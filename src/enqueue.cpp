@@ -11,6 +11,7 @@
 #include "queue_internal.hpp"
 
 #include "batch_input.hpp"
+#include "direct_enqueue.hpp"
 #include "guc.hpp"
 #include "spi_plans.hpp"
 #include "spi_rows.hpp"
@@ -147,47 +148,85 @@ CopyArgs(EnqueueArgs *args)
 			args->value[arg] = datumCopy(args->value[arg], false, -1);
 }
 
-/* WriteRun inserts the run's jobs in one statement and appends their ids
- * (or their dedupe holders' ids) to `out`, in element order. */
+/* NoteNew counts a new job that is not blocked and notes it for the wake-up
+ * at commit. */
+void
+NoteNew(const char *queue, const char *job_type, int32 priority, int64 id, bool delayed, TimestampTz run_after)
+{
+	stats::Enqueued(queue, job_type);
+	if (delayed)
+		wake::NoteDelayed(run_after);
+	else
+		wake::NoteReady(queue, job_type, wake::KeyOf(priority, id));
+}
+
+/* InsertDirect writes plain keyless jobs below the executor
+ * (direct_enqueue.hpp), storing their ids in `ids`; false when the SQL path
+ * must. */
+bool
+InsertDirect(const EnqueueArgs *jobs, int count, int64 *ids)
+{
+	if (!direct_enqueue::Insert(jobs, count, ids))
+		return false;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	for (int i = 0; i < count; i++) {
+		const EnqueueArgs &args = jobs[i];
+		TimestampTz run_after = args.isnull[kRunAfter] ? now : DatumGetTimestampTz(args.value[kRunAfter]);
+		NoteNew(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]),
+		        DatumGetInt32(args.value[kPriority]), ids[i], run_after > now, run_after);
+	}
+	return true;
+}
+
+/* InsertRunBySql inserts the run's jobs in one statement and stores their
+ * ids (or their dedupe holders' ids) in `ids`, in element order. */
+void
+InsertRunBySql(const PlainRun &run, bool keyless, int64 *ids)
+{
+	Datum values[8] = {ArrayOf(run, kPriority, INT4OID, 4, true, TYPALIGN_INT),
+	                   ArrayOf(run, kMaxAttempts, INT4OID, 4, true, TYPALIGN_INT),
+	                   ArrayOf(run, kTimeoutSeconds, INT4OID, 4, true, TYPALIGN_INT),
+	                   ArrayOf(run, kRunAfter, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
+	                   ArrayOf(run, kQueue, TEXTOID, -1, false, TYPALIGN_INT),
+	                   ArrayOf(run, kJobType, TEXTOID, -1, false, TYPALIGN_INT),
+	                   ArrayOf(run, kDedupeKey, TEXTOID, -1, false, TYPALIGN_INT),
+	                   ArrayOf(run, kPayload, JSONBOID, -1, false, TYPALIGN_INT)};
+	uint64 n = Exec(keyless ? Stmt::kInsertLiveRunKeyless : Stmt::kInsertLiveRun, values, nullptr,
+	                SPI_OK_INSERT_RETURNING);
+	if (n != static_cast<uint64>(run.count))
+		elog(ERROR, "pqrun: enqueue_batch wrote %llu rows for %d elements", (unsigned long long)n, run.count);
+	for (uint64 i = 0; i < n; i++) {
+		bool isnull;
+		ids[i] = ColInt64(i, 1);
+		int32 priority = DatumGetInt32(Col(i, 3, &isnull));
+		if (ColBool(i, 2))
+			NoteNew(ColText(i, 5), ColText(i, 6), priority, ids[i], ColBool(i, 7),
+			        DatumGetTimestampTz(Col(i, 8, &isnull)));
+		else if (IsStatus(ColText(i, 4), "READY"))
+			wake::NoteHeld(wake::KeyOf(priority, ids[i])); /* the dedupe hit locked the holder */
+	}
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/* WriteRun inserts the run's jobs, directly when none has a dedupe key, and
+ * appends their ids (or their dedupe holders' ids) to `out`, in element
+ * order. */
 void
 WriteRun(PlainRun *run, Tuplestorestate *out, TupleDesc out_desc)
 {
 	if (run->count == 0)
 		return;
-	Datum values[8] = {ArrayOf(*run, kPriority, INT4OID, 4, true, TYPALIGN_INT),
-	                   ArrayOf(*run, kMaxAttempts, INT4OID, 4, true, TYPALIGN_INT),
-	                   ArrayOf(*run, kTimeoutSeconds, INT4OID, 4, true, TYPALIGN_INT),
-	                   ArrayOf(*run, kRunAfter, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
-	                   ArrayOf(*run, kQueue, TEXTOID, -1, false, TYPALIGN_INT),
-	                   ArrayOf(*run, kJobType, TEXTOID, -1, false, TYPALIGN_INT),
-	                   ArrayOf(*run, kDedupeKey, TEXTOID, -1, false, TYPALIGN_INT),
-	                   ArrayOf(*run, kPayload, JSONBOID, -1, false, TYPALIGN_INT)};
 	bool keyless = true;
 	for (int i = 0; i < run->count && keyless; i++)
 		keyless = run->args[i].isnull[kDedupeKey];
-	uint64 n = Exec(keyless ? Stmt::kInsertLiveRunKeyless : Stmt::kInsertLiveRun, values, nullptr,
-	                SPI_OK_INSERT_RETURNING);
-	if (n != static_cast<uint64>(run->count))
-		elog(ERROR, "pqrun: enqueue_batch wrote %llu rows for %d elements", (unsigned long long)n, run->count);
-	for (uint64 i = 0; i < n; i++) {
-		bool isnull;
-		Datum id = Col(i, 1, &isnull);
-		wake::PickKey key = wake::KeyOf(DatumGetInt32(Col(i, 3, &isnull)), DatumGetInt64(id));
-		if (ColBool(i, 2)) {
-			const char *queue = ColText(i, 5);
-			const char *job_type = ColText(i, 6);
-			stats::Enqueued(queue, job_type);
-			if (ColBool(i, 7))
-				wake::NoteDelayed(DatumGetTimestampTz(Col(i, 8, &isnull)));
-			else
-				wake::NoteReady(queue, job_type, key);
-		} else if (IsStatus(ColText(i, 4), "READY")) {
-			wake::NoteHeld(key); /* the dedupe hit locked the holder */
-		}
-		isnull = false;
+	auto *ids = static_cast<int64 *>(palloc(sizeof(int64) * run->count));
+	if (!keyless || !InsertDirect(run->args, run->count, ids))
+		InsertRunBySql(*run, keyless, ids);
+	for (int i = 0; i < run->count; i++) {
+		Datum id = Int64GetDatum(ids[i]);
+		bool isnull = false;
 		tuplestore_putvalues(out, out_desc, &id, &isnull);
 	}
-	SPI_freetuptable(SPI_tuptable);
 	run->count = 0;
 	memset(run->keys, 0, sizeof(run->keys));
 }
@@ -216,6 +255,12 @@ Enqueue(const EnqueueArgs &args, int element)
 	Validate(args, element);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after = args.isnull[kRunAfter] ? now : DatumGetTimestampTz(args.value[kRunAfter]);
+
+	if (args.isnull[kDedupeKey] && args.isnull[kDependsOn] && args.isnull[kFifoKey]) {
+		int64 id;
+		if (InsertDirect(&args, 1, &id))
+			return id;
+	}
 
 	/* Dependencies: unfinished ones are locked and become edges; finished
 	 * ones are met (DONE) or doom the job (FAILED/CANCELLED). */
@@ -311,18 +356,15 @@ Enqueue(const EnqueueArgs &args, int element)
 	     SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
 	bool inserted = ColBool(0, 2);
-	if (inserted)
-		stats::Enqueued(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]));
-	bool isnull;
-	wake::PickKey key = wake::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), id);
-	if (inserted && !blocked) {
-		if (run_after > now)
-			wake::NoteDelayed(run_after);
-		else
-			wake::NoteReady(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]), key);
-	} else if (!inserted && IsStatus(ColText(0, 4), "READY")) {
-		wake::NoteHeld(key); /* the dedupe hit locked the holder */
-	}
+	int32 priority = DatumGetInt32(args.value[kPriority]);
+	const char *queue = TextDatumGetCString(args.value[kQueue]);
+	const char *job_type = TextDatumGetCString(args.value[kJobType]);
+	if (inserted && blocked)
+		stats::Enqueued(queue, job_type);
+	else if (inserted)
+		NoteNew(queue, job_type, priority, id, run_after > now, run_after);
+	else if (IsStatus(ColText(0, 4), "READY"))
+		wake::NoteHeld(wake::KeyOf(priority, id)); /* the dedupe hit locked the holder */
 	if (inserted && pending_count > 0) {
 		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};
 		Exec(Stmt::kInsertEdges, edge_values, nullptr, SPI_OK_INSERT);

@@ -1,17 +1,28 @@
-/* src/expr_cache.cpp — constraint and index predicate states kept per backend. */
+/* src/expr_cache.cpp — expression states kept per backend. */
 #include "expr_cache.hpp"
 
 #include "boundary.hpp"
+
+#include <initializer_list>
 
 namespace pqrun::expr_cache {
 
 namespace {
 
+/* What an entry keeps of the relation or index `oid`. */
+enum class Kind { kChecks, kPredicate, kDefaults };
+
+struct Key {
+	Oid oid;
+	Kind kind;
+};
+
 /* The compiled states of one relation's CHECK constraints (in the order of
- * its relcache entry) or of one index's predicate; `states` is nullptr when
- * they may not be kept. */
+ * its relcache entry) or column defaults (by attribute number, nullptr for
+ * a column with none), or of one index's predicate; `states` is nullptr
+ * when they may not be kept. */
 struct Entry {
-	Oid oid; /* hash key */
+	Key key; /* hash key */
 	MemoryContext context;
 	int count;
 	ExprState **states;
@@ -68,25 +79,25 @@ Compile(Entry *entry, List *exprs, bool as_qual)
 	entry->states = states;
 }
 
-/* Find answers the entry of `oid`, compiling `exprs` when there is none. */
+/* Find answers the entry of `key`, compiling `exprs` when there is none. */
 template <typename Exprs>
 Entry *
-Find(Oid oid, bool as_qual, Exprs exprs)
+Find(Key key, Exprs exprs)
 {
 	if (entries == nullptr) {
 		HASHCTL ctl{};
-		ctl.keysize = sizeof(Oid);
+		ctl.keysize = sizeof(Key);
 		ctl.entrysize = sizeof(Entry);
 		ctl.hcxt = CacheMemoryContext;
 		entries = hash_create("pqrun kept expressions", 32, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	bool found;
-	auto *entry = static_cast<Entry *>(hash_search(entries, &oid, HASH_FIND, &found));
+	auto *entry = static_cast<Entry *>(hash_search(entries, &key, HASH_FIND, &found));
 	if (found)
 		return entry;
-	Entry compiled{oid, nullptr, 0, nullptr};
-	Compile(&compiled, exprs(), as_qual);
-	entry = static_cast<Entry *>(hash_search(entries, &oid, HASH_ENTER, &found));
+	Entry compiled{key, nullptr, 0, nullptr};
+	Compile(&compiled, exprs(), key.kind == Kind::kPredicate);
+	entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER, &found));
 	*entry = compiled;
 	return entry;
 }
@@ -111,10 +122,13 @@ OnRelcacheInvalidation(Oid relid)
 	if (entries == nullptr)
 		return;
 	if (OidIsValid(relid)) {
-		auto *entry = static_cast<Entry *>(hash_search(entries, &relid, HASH_FIND, nullptr));
-		if (entry != nullptr) {
-			Drop(entry);
-			hash_search(entries, &relid, HASH_REMOVE, nullptr);
+		for (Kind kind : {Kind::kChecks, Kind::kPredicate, Kind::kDefaults}) {
+			Key key{relid, kind};
+			auto *entry = static_cast<Entry *>(hash_search(entries, &key, HASH_FIND, nullptr));
+			if (entry != nullptr) {
+				Drop(entry);
+				hash_search(entries, &key, HASH_REMOVE, nullptr);
+			}
 		}
 		return;
 	}
@@ -122,7 +136,7 @@ OnRelcacheInvalidation(Oid relid)
 	hash_seq_init(&scan, entries);
 	while (auto *entry = static_cast<Entry *>(hash_seq_search(&scan))) {
 		Drop(entry);
-		hash_search(entries, &entry->oid, HASH_REMOVE, nullptr);
+		hash_search(entries, &entry->key, HASH_REMOVE, nullptr);
 	}
 }
 
@@ -136,7 +150,7 @@ FillChecks(ResultRelInfo *info)
 	if (info->ri_ConstraintExprs != nullptr || constr == nullptr || constr->num_check == 0 ||
 	    constr->num_check != rel->rd_rel->relchecks)
 		return;
-	Entry *entry = Find(RelationGetRelid(rel), false, [&]() {
+	Entry *entry = Find({RelationGetRelid(rel), Kind::kChecks}, [&]() {
 		List *exprs = NIL;
 		for (int i = 0; i < constr->num_check; i++)
 			exprs = lappend(exprs, compat::CheckEnforced(constr->check[i]) ? stringToNode(constr->check[i].ccbin)
@@ -155,7 +169,7 @@ FillPredicates(ResultRelInfo *info)
 		IndexInfo *index_info = info->ri_IndexRelationInfo[i];
 		if (index_info == nullptr || index_info->ii_Predicate == NIL || index_info->ii_PredicateState != nullptr)
 			continue;
-		Entry *entry = Find(RelationGetRelid(info->ri_IndexRelationDescs[i]), true,
+		Entry *entry = Find({RelationGetRelid(info->ri_IndexRelationDescs[i]), Kind::kPredicate},
 		                    [&]() { return index_info->ii_Predicate; });
 		if (entry->states != nullptr)
 			index_info->ii_PredicateState = entry->states[0];
@@ -190,6 +204,19 @@ Fill(ResultRelInfo *info)
 {
 	FillChecks(info);
 	FillPredicates(info);
+}
+
+ExprState *const *
+Defaults(Relation rel)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	Entry *entry = Find({RelationGetRelid(rel), Kind::kDefaults}, [&]() {
+		List *exprs = NIL;
+		for (int i = 0; i < desc->natts; i++)
+			exprs = lappend(exprs, TupleDescAttr(desc, i)->attisdropped ? nullptr : build_column_default(rel, i + 1));
+		return exprs;
+	});
+	return entry->count == desc->natts ? entry->states : nullptr;
 }
 
 } // namespace pqrun::expr_cache

@@ -1,16 +1,17 @@
-/* src/expr_cache.hpp — constraint and index predicate states kept per backend.
+/* src/expr_cache.hpp — expression states kept per backend.
  *
  * Every statement that writes a table builds, for each new row's checks,
  * the table's CHECK constraints from their stored node strings and each
- * partial index's predicate, plans and compiles them: for pqrun's tables
- * (two CHECK constraints and five partial indexes on job_live) that costs
- * more than evaluating them. This module compiles each once per backend and
- * hands the compiled states to the executor's ResultRelInfo before it would
- * build its own, for expressions that call only built-in functions (so that
- * nothing they call can change without the relation's invalidation). A
- * relcache invalidation of the table or index drops its states; they are
- * freed at the end of the transaction, after any statement that still uses
- * them.
+ * partial index's predicate (and, for an insert, the defaults of the columns
+ * it leaves out), plans and compiles them: for pqrun's tables (two CHECK
+ * constraints and five partial indexes on job_live) that costs more than
+ * evaluating them. This module compiles each once per backend, for
+ * expressions that call only built-in functions (so that nothing they call
+ * can change without the relation's invalidation), and hands the compiled
+ * states to the executor's ResultRelInfo before it would build its own, or
+ * to the direct insert (direct_enqueue.hpp). A relcache invalidation of the
+ * table or index drops its states; they are freed at the end of the
+ * transaction, after any statement that still uses them.
  */
 #pragma once
 
@@ -21,6 +22,12 @@ namespace pqrun::expr_cache {
 /* Fill gives `info` (a result relation with its indexes open) the kept
  * CHECK constraint and index predicate states that it has not built yet. */
 void Fill(ResultRelInfo *info);
+
+/* Defaults answers the kept states of `rel`'s column defaults, by
+ * attribute number from 0 (nullptr for a column without default), or
+ * nullptr when one of them may not be kept. A state stays valid until the
+ * end of the transaction. */
+ExprState *const *Defaults(Relation rel);
 
 /* InstallHooks registers the relcache callback, and an executor-start hook
  * that fills the result relations in pqrun's schema of every query (the

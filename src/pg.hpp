@@ -36,6 +36,7 @@ extern "C" {
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "rewrite/rewriteHandler.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
