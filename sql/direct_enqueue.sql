@@ -115,4 +115,5 @@ CREATE TRIGGER stamp_payload BEFORE INSERT ON pqrun.job_live FOR EACH ROW EXECUT
 SELECT path_of($$SELECT pqrun.enqueue('stamped')$$) AS with_trigger;
 SELECT payload FROM pqrun.job_live WHERE job_type = 'stamped';
 DROP TRIGGER stamp_payload ON pqrun.job_live;
+SELECT path_of($$SELECT pqrun.enqueue('unstamped')$$) AS trigger_dropped;
 DROP FUNCTION stamp_payload(), path_of(text), live_updates(), enqueue_all(text), public.current_tenant();
