@@ -1,11 +1,13 @@
 /* src/enqueue.cpp — pqrun.enqueue and pqrun.enqueue_batch.
  *
  * A single enqueue validates its arguments, resolves dependencies (locking
- * the unfinished ones), takes its FIFO group lock and inserts one row.
- * enqueue_batch writes runs of plain elements (no depends_on, no fifo_key)
- * with one INSERT per run, which is what makes it about ten times cheaper per
- * job than single enqueues; the other elements go through Enqueue one by one,
- * so ids still follow element order.
+ * the unfinished ones), takes its FIFO group lock and inserts one row; a job
+ * with none of these and no dedupe key is inserted below the executor
+ * (direct_enqueue.hpp). enqueue_batch writes runs of plain elements (no
+ * depends_on, no fifo_key) together, below the executor when none has a
+ * dedupe key, else with one INSERT per run, which is what makes it about ten
+ * times cheaper per job than single enqueues; the other elements go through
+ * Enqueue one by one, so ids still follow element order.
  */
 #include "queue.hpp"
 #include "queue_internal.hpp"
@@ -93,8 +95,8 @@ DependencyIds(const EnqueueArgs &args, int element, int *count)
 	return ids;
 }
 
-/* Elements per set-based INSERT: large enough to amortise the statement,
- * small enough that the parameter arrays stay a few hundred kB. */
+/* Elements per run: large enough to amortise a set-based INSERT, small
+ * enough that its parameter arrays stay a few hundred kB. */
 constexpr int kRunCapacity = 1000;
 /* Slots of the open-addressing set of dedupe-key hashes (power of two,
  * at least twice kRunCapacity). */
