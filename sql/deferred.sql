@@ -144,8 +144,8 @@ SELECT id = :parent AS is_parent, id = :f1 AS is_f1, status, attempts FROM pqrun
 SELECT (SELECT status FROM pqrun.jobs WHERE id = :child) AS child, (SELECT status FROM pqrun.jobs WHERE id = :f2) AS f2;
 
 -- 10. A single-job pickup defers its claim as a batch does (the next
--- statement that reads the queue writes it); waiting pickups write theirs
--- at once, and with pqrun.deferred_claims off every pickup does.
+-- statement that reads the queue writes it), and so does a waiting pickup;
+-- with pqrun.deferred_claims off every pickup writes its claims at once.
 BEGIN;
 SELECT live_updates() AS before \gset
 SELECT count(*) AS picked FROM pqrun.pickup('w13');
@@ -156,6 +156,16 @@ SET LOCAL pqrun.deferred_claims = off;
 SELECT count(*) AS picked FROM pqrun.pickup('w14', batch_size => 2);
 SELECT live_updates() - :before AS claim_writes;
 COMMIT;
+-- A waiting pickup's jobs finished in its own statement are never claimed
+-- in job_live either.
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch('[{"job_type": "wq"}, {"job_type": "wq"}]');
+BEGIN;
+SELECT live_updates() AS before \gset
+SELECT pqrun.mark_done_batch(array_agg(id)) AS done
+  FROM pqrun.pickup('w14w', job_types => '{wq}', batch_size => 2, wait => '1 ms');
+SELECT live_updates() - :before AS claim_writes;
+COMMIT;
+SELECT status, attempts, count(*) FROM pqrun.jobs WHERE locked_by = 'w14w' GROUP BY 1, 2;
 
 -- 11. A worker role without table privileges: its claims are written as
 -- the extension's owner, at the next statement and at commit.

@@ -179,9 +179,9 @@ OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
 } // namespace
 
 bool
-ShouldDefer(int64 wait_ms)
+ShouldDefer()
 {
-	return pqrun_deferred_claims && wait_ms <= 0;
+	return pqrun_deferred_claims;
 }
 
 void

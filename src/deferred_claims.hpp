@@ -1,6 +1,6 @@
 /* src/deferred_claims.hpp — claims written only if they must be.
  *
- * A pickup that does not wait row-locks the jobs it hands out (FOR UPDATE SKIP LOCKED,
+ * A pickup row-locks the jobs it hands out (FOR UPDATE SKIP LOCKED,
  * which already keeps every other pickup away) and returns them as RUNNING
  * without writing them. The claims are written (the RUNNING versions of the
  * rows) before anything else can look at the jobs: when the transaction
@@ -37,10 +37,10 @@ struct Taken {
 	Datum worker;
 };
 
-/* ShouldDefer answers whether a pickup of this shape defers its claims: one
- * that does not wait. A waiting pickup claims in a subtransaction of its
- * own (pickup.cpp) and writes at once. */
-bool ShouldDefer(int64 wait_ms);
+/* ShouldDefer answers whether pickups defer their claims (pqrun.deferred_claims).
+ * A waiting pickup defers them from the subtransaction it claims in
+ * (pickup.cpp), whose commit moves them to the pickup's level. */
+bool ShouldDefer();
 
 /* Defer records the claims a pickup just made, at `at` for `worker`. The
  * caller must have run its last statement. They are written below the

@@ -1,7 +1,7 @@
 /* src/direct_claim.hpp — claims written below the executor.
  *
- * A pickup that does not wait locks its jobs with FOR UPDATE SKIP LOCKED and
- * leaves their claims to deferred_claims.hpp. Writing a claim is then the
+ * A pickup locks its jobs with FOR UPDATE SKIP LOCKED and leaves their
+ * claims to deferred_claims.hpp. Writing a claim is then the
  * update of one row this transaction holds locked, by its ctid: through SQL
  * that is a statement (plan, join on the ids, projection) costing more than
  * the update itself, so the common case updates the rows with the table

@@ -99,7 +99,7 @@ Define()
 	                                      "crash. Transactions that wrote anything else are never affected."),
 	                         &pqrun_synchronous_pickup, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.deferred_claims",
-	                         gettext_noop("Lets a pickup that does not wait lock its jobs and write their claims only when needed."),
+	                         gettext_noop("Lets a pickup lock its jobs and write their claims only when needed."),
 	                         gettext_noop("Jobs that mark_done_batch finishes before anything reads the queue are "
 	                                      "then written once instead of twice; off, every pickup writes its claims "
 	                                      "at once."),

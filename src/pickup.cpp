@@ -1,8 +1,8 @@
 /* src/pickup.cpp — claiming jobs: pickup, its long poll, and await_jobs.
  *
  * A pickup claims in pickup-key order (-priority, id) from the pickup hint
- * on (wake.cpp), then due delayed jobs nobody promoted yet. A batch pickup
- * that does not wait only locks its jobs and leaves writing the claims to
+ * on (wake.cpp), then due delayed jobs nobody promoted yet. A pickup only
+ * locks the jobs it hands out and leaves writing the claims to
  * deferred_claims.cpp. A pickup that may wait registers as a waiter first,
  * looks in subtransactions rolled back when empty, and sleeps on its latch
  * until a commit, a due time or its deadline; await_jobs does the same
@@ -177,20 +177,36 @@ SleepMs(bool registered, TimestampTz deadline)
 	return ms < 0 ? 0 : ms;
 }
 
-/* ClaimBeforeWaiting is ClaimOnce for a pickup that may wait next: in an
- * internal subtransaction, rolled back when it claimed nothing. A locking
- * scan in READ COMMITTED can lock the newest version of a row that another
- * worker just claimed and then pass it over; that lock would otherwise be
- * held for the whole wait and block the winner's mark_done. */
+/* ClaimAndDefer is ClaimOnce for a locking `stmt`, leaving the claims of
+ * the jobs it locked to deferred_claims.hpp. */
+uint64
+ClaimAndDefer(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+              bool will_wait, const text *worker_id)
+{
+	deferred_claims::Claims locked{0, nullptr, nullptr, nullptr, nullptr};
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, will_wait, &locked);
+	/* After the last statement of this pickup, which would write them. */
+	deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
+	return n;
+}
+
+/* ClaimBeforeWaiting is ClaimOnce (ClaimAndDefer when `defer`) for a pickup
+ * that may wait next: in an internal subtransaction, rolled back when it
+ * claimed nothing. A locking scan in READ COMMITTED can lock the newest
+ * version of a row that another worker just claimed and then pass it over;
+ * that lock would otherwise be held for the whole wait and block the
+ * winner's mark_done. Deferred claims move to the pickup's level with the
+ * subtransaction's commit. */
 uint64
 ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-                   bool waited)
+                   bool waited, bool defer, const text *worker_id)
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	BeginInternalSubTransaction(nullptr);
 	MemoryContextSwitchTo(context);
-	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+	uint64 n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, worker_id)
+	                 : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
 	if (n > 0)
 		ReleaseCurrentSubTransaction();
 	else
@@ -252,7 +268,7 @@ uint64
 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
        Tuplestorestate *out, TupleDesc out_desc)
 {
-	bool defer = deferred_claims::ShouldDefer(wait_ms);
+	bool defer = deferred_claims::ShouldDefer();
 	Stmt stmt = defer ? (job_types ? (queues ? Stmt::kLockPickTypesQueues : Stmt::kLockPickTypes)
 	                               : (queues ? Stmt::kLockPickQueues : Stmt::kLockPick))
 	                  : (job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
@@ -262,17 +278,14 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
-	if (defer) {
-		deferred_claims::Claims locked{0, nullptr, nullptr, nullptr, nullptr};
-		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false, &locked);
-		/* After the last statement of this pickup, which would write them. */
-		deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
+	if (wait_ms <= 0 && defer) {
+		claimed = ClaimAndDefer(stmt, values, nulls, out, out_desc, false, false, worker_id);
 	} else if (wait_ms <= 0) {
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
 	} else {
 		LongPoll(job_types, queues, wait_ms,
 		         [&](bool waited) {
-			         claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited);
+			         claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, worker_id);
 			         return claimed > 0;
 		         },
 		         [] {});

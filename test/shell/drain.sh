@@ -21,6 +21,9 @@
 # Phase 5: batches of 5 through every path a deferred claim can take
 # (savepoints, rollbacks, reads between pickup and mark_done_batch); every
 # job must end DONE after one counted attempt, with no client error.
+# Phase 6: 4 clients enqueue while 4 others pick up 1-3 jobs at a time with
+# a long poll (wait => 5 ms) and mark them done: every job ends DONE after
+# one attempt by its picker, or READY untouched, and no client errs.
 # Phase 2: 8 clients enqueue 200 jobs each with a random key out of 50 shared
 # dedupe keys, all at the same time. API.md: exactly one unfinished job per
 # key exists afterwards.
@@ -228,6 +231,36 @@ t6=$(now_ms)
 bench mix "$tmp/mix.sql" $((mix_jobs / 5 / clients * 4 + 20)) "${PQRUN_DRAIN_TIMEOUT:-75}"
 echo "     mixed drain: $(($(now_ms) - t6)) ms"
 check_drained mix "$mix_jobs"
+
+echo "== phase 6: $((clients / 2)) producers enqueue while $((clients / 2)) consumers pick up 1-3 jobs with wait"
+# Consumers outpace producers, so their pickups wait on an empty queue and
+# claim what a producer's commit wakes them for; each claims in a
+# subtransaction of its own and defers the claims (src/pickup.cpp). A job
+# handed out twice would make a fenced mark_done_batch raise 55000.
+per_producer=600
+cat >"$tmp/wait.sql" <<'EOF'
+\if :client_id % 2 = 0
+SELECT pqrun.enqueue('wait', jsonb_build_object('by', :client_id::int));
+\else
+\set b random(1, 3)
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease_token), '{}') AS leases
+  FROM pqrun.pickup('p' || :client_id::text, job_types => '{wait}', batch_size => :b, wait => '5 ms') \gset
+SELECT pqrun.mark_done_batch(:ids::bigint[], :leases::uuid[]);
+\endif
+EOF
+t7=$(now_ms)
+bench wait "$tmp/wait.sql" "$per_producer" "${PQRUN_DRAIN_TIMEOUT:-75}"
+echo "     producers and waiting consumers: $(($(now_ms) - t7)) ms"
+check "every wait job was enqueued" $((clients / 2 * per_producer)) "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'wait'"
+check "each is DONE after one attempt or READY and untouched" 0 \
+	"SELECT count(*) FROM pqrun.jobs WHERE job_type = 'wait'
+	    AND NOT (status = 'DONE' AND attempts = 1 OR status = 'READY' AND attempts = 0)"
+check "each DONE one has one attempt row, outcome done, by the picking worker, with its lease" 0 \
+	"SELECT count(*) FROM pqrun.jobs j WHERE j.job_type = 'wait' AND j.status = 'DONE' AND 1 <> (SELECT count(*)
+	    FROM pqrun.job_attempts a WHERE a.job_id = j.id AND a.outcome = 'done' AND a.worker_id = j.locked_by
+	    AND j.lease_token IS NOT NULL)"
+check "every consumer finished wait jobs" $((clients / 2)) \
+	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'wait' AND status = 'DONE'"
 
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 [ $violations = 0 ]
