@@ -358,7 +358,8 @@ Enqueue(const EnqueueArgs &args, int element)
 	     SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
 	bool inserted = ColBool(0, 2);
-	int32 priority = DatumGetInt32(args.value[kPriority]);
+	bool isnull;
+	int32 priority = DatumGetInt32(Col(0, 3, &isnull)); /* a dedupe hit answers the holder's */
 	const char *queue = TextDatumGetCString(args.value[kQueue]);
 	const char *job_type = TextDatumGetCString(args.value[kJobType]);
 	if (inserted && blocked)
