@@ -107,6 +107,15 @@ ROLLBACK;
 SELECT count(*) - :jobs_before AS written FROM pqrun.job_live;
 ALTER TABLE pqrun.job_live DROP CONSTRAINT no_evil;
 SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS after_drop;
+-- A default coerced to a domain is never kept (the domain's constraints can
+-- change without job_live's invalidation): such a column sends the insert
+-- through SQL too.
+CREATE DOMAIN public.job_weight AS int CHECK (VALUE > 0);
+ALTER TABLE pqrun.job_live ADD COLUMN weight public.job_weight DEFAULT 3;
+SELECT path_of($$SELECT pqrun.enqueue('weighed')$$) AS domain_default;
+SELECT job_type, weight FROM pqrun.job_live WHERE job_type = 'weighed';
+ALTER TABLE pqrun.job_live DROP COLUMN weight;
+DROP DOMAIN public.job_weight;
 
 -- 5. An operator's trigger on job_live sees every new job (inserted in SQL).
 CREATE FUNCTION stamp_payload() RETURNS trigger LANGUAGE plpgsql AS
