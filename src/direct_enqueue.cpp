@@ -89,7 +89,7 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 			values[i] = ExecEvalExprSwitchContext(defaults[i], econtext, &nulls[i]);
 	}
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	TimestampTz run_after = args.isnull[queue::kRunAfter] ? now : DatumGetTimestampTz(args.value[queue::kRunAfter]);
+	TimestampTz run_after = queue::RunAfter(args);
 	auto set = [&](Column c, Datum value, bool isnull = false) {
 		values[layout.index[c]] = value;
 		nulls[layout.index[c]] = isnull;

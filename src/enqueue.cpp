@@ -173,7 +173,7 @@ InsertDirect(const EnqueueArgs *jobs, int count, int64 *ids)
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	for (int i = 0; i < count; i++) {
 		const EnqueueArgs &args = jobs[i];
-		TimestampTz run_after = args.isnull[kRunAfter] ? now : DatumGetTimestampTz(args.value[kRunAfter]);
+		TimestampTz run_after = RunAfter(args);
 		NoteNew(TextDatumGetCString(args.value[kQueue]), TextDatumGetCString(args.value[kJobType]),
 		        DatumGetInt32(args.value[kPriority]), ids[i], run_after > now, run_after);
 	}
@@ -183,7 +183,7 @@ InsertDirect(const EnqueueArgs *jobs, int count, int64 *ids)
 /* InsertRunBySql inserts the run's jobs in one statement and stores their
  * ids (or their dedupe holders' ids) in `ids`, in element order. */
 void
-InsertRunBySql(const PlainRun &run, bool keyless, int64 *ids)
+InsertRunBySql(const PlainRun &run, int64 *ids)
 {
 	Datum values[8] = {ArrayOf(run, kPriority, INT4OID, 4, true, TYPALIGN_INT),
 	                   ArrayOf(run, kMaxAttempts, INT4OID, 4, true, TYPALIGN_INT),
@@ -193,8 +193,7 @@ InsertRunBySql(const PlainRun &run, bool keyless, int64 *ids)
 	                   ArrayOf(run, kJobType, TEXTOID, -1, false, TYPALIGN_INT),
 	                   ArrayOf(run, kDedupeKey, TEXTOID, -1, false, TYPALIGN_INT),
 	                   ArrayOf(run, kPayload, JSONBOID, -1, false, TYPALIGN_INT)};
-	uint64 n = Exec(keyless ? Stmt::kInsertLiveRunKeyless : Stmt::kInsertLiveRun, values, nullptr,
-	                SPI_OK_INSERT_RETURNING);
+	uint64 n = Exec(Stmt::kInsertLiveRun, values, nullptr, SPI_OK_INSERT_RETURNING);
 	if (n != static_cast<uint64>(run.count))
 		elog(ERROR, "pqrun: enqueue_batch wrote %llu rows for %d elements", (unsigned long long)n, run.count);
 	for (uint64 i = 0; i < n; i++) {
@@ -223,7 +222,7 @@ WriteRun(PlainRun *run, Tuplestorestate *out, TupleDesc out_desc)
 		keyless = run->args[i].isnull[kDedupeKey];
 	auto *ids = static_cast<int64 *>(palloc(sizeof(int64) * run->count));
 	if (!keyless || !InsertDirect(run->args, run->count, ids))
-		InsertRunBySql(*run, keyless, ids);
+		InsertRunBySql(*run, ids);
 	for (int i = 0; i < run->count; i++) {
 		Datum id = Int64GetDatum(ids[i]);
 		bool isnull = false;
@@ -234,6 +233,12 @@ WriteRun(PlainRun *run, Tuplestorestate *out, TupleDesc out_desc)
 }
 
 } // namespace
+
+TimestampTz
+RunAfter(const EnqueueArgs &args)
+{
+	return args.isnull[kRunAfter] ? GetCurrentTransactionStartTimestamp() : DatumGetTimestampTz(args.value[kRunAfter]);
+}
 
 void
 SetEnqueueDefaults(EnqueueArgs *args)
@@ -256,7 +261,7 @@ Enqueue(const EnqueueArgs &args, int element)
 {
 	Validate(args, element);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	TimestampTz run_after = args.isnull[kRunAfter] ? now : DatumGetTimestampTz(args.value[kRunAfter]);
+	TimestampTz run_after = RunAfter(args);
 
 	if (args.isnull[kDedupeKey] && args.isnull[kDependsOn] && args.isnull[kFifoKey]) {
 		int64 id;

@@ -48,7 +48,7 @@ CallsNonBuiltin(Node *node, void *)
 
 /* Compile gives `entry` the states of `exprs` (one qual of all of them when
  * `as_qual`), compiled in a new context that outlives the transaction, or
- * none when any calls a function that is not built in. */
+ * none when any may not be kept (CallsNonBuiltin). */
 void
 Compile(Entry *entry, List *exprs, bool as_qual)
 {

@@ -35,6 +35,9 @@ struct EnqueueArgs {
  * (job_type NULL); jsonb/text values are allocated in the current context. */
 void SetEnqueueDefaults(EnqueueArgs *args);
 
+/* RunAfter answers a job's run_after: now() when it is NULL. */
+TimestampTz RunAfter(const EnqueueArgs &args);
+
 /* Enqueue validates and writes one job, answering its id (or the id of the
  * unfinished job that already holds its dedupe key). `element` > 0 names the
  * enqueue_batch element in error messages. */

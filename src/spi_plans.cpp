@@ -84,8 +84,10 @@ struct StmtDef {
 
 /* Inserts into job_live. A job with a dedupe key that an unfinished job
  * holds answers that job (whose xmax is then set); without any dedupe key
- * nothing can conflict, and the keyless forms skip the speculative insertion
- * (a lock and a confirmation record per row). */
+ * nothing can conflict, and the keyless form skips the speculative insertion
+ * (a lock and a confirmation record per row). Keyless runs of enqueue_batch
+ * are inserted below the executor (direct_enqueue.hpp); the run statement
+ * serves the others, and keyless runs only when that path declines. */
 #define INSERT_LIVE                                                                                                    \
 	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"          \
 	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload)"                           \
@@ -117,8 +119,6 @@ const StmtDef kStmts[] = {
 	/* enqueue_batch's plain elements, one row per array position, inserted
 	 * (and given ids) in element order. */
 	{Stmt::kInsertLiveRun, "insert live run", INSERT_LIVE_RUN ON_DEDUPE_KEY INSERT_LIVE_RUN_RETURNING,
-	 INSERT_LIVE_RUN_ARGS},
-	{Stmt::kInsertLiveRunKeyless, "insert live run keyless", INSERT_LIVE_RUN INSERT_LIVE_RUN_RETURNING,
 	 INSERT_LIVE_RUN_ARGS},
 	{Stmt::kInsertCancelled, "insert cancelled",
 	 "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"

@@ -14,7 +14,6 @@ enum class Stmt {
 	kInsertLive,
 	kInsertLiveKeyless,
 	kInsertLiveRun,
-	kInsertLiveRunKeyless,
 	kInsertCancelled,
 	kLockLiveDeps,
 	kFinishedDeps,
