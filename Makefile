@@ -14,7 +14,7 @@ OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp))
 DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*.sql))
 DATA_built = sql/pqrun--$(EXTVERSION).sql
 
-REGRESS      = setup enqueue direct_enqueue pickup deferred finish lifecycle dependencies fifo operate schedule validation drop
+REGRESS      = setup enqueue direct_enqueue pickup direct_pick deferred finish lifecycle dependencies fifo operate schedule validation drop
 REGRESS_OPTS = --inputdir=.
 ISOLATION      = pickup_race deferred_claims dedupe_race pickup_vs_reap done_vs_cancel done_direct error_vs_dependents schedule_race notify expr_cache
 ISOLATION_OPTS = --inputdir=test/isolation

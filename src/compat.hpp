@@ -78,4 +78,15 @@ CheckEnforced(const ConstrCheck &check)
 #endif
 }
 
+/* PG18 added instrumentation to index scans. */
+inline IndexScanDesc
+IndexBeginScan(Relation heap, Relation index, Snapshot snapshot, int nkeys)
+{
+#if PG_VERSION_NUM >= 180000
+	return index_beginscan(heap, index, snapshot, nullptr, nkeys, 0);
+#else
+	return index_beginscan(heap, index, snapshot, nkeys, 0);
+#endif
+}
+
 } // namespace pqrun::compat

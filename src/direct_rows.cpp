@@ -17,12 +17,12 @@ PlainTable(Relation rel)
 }
 
 Relation
-OpenPlain(Oid namespace_id, const char *name)
+OpenPlain(Oid namespace_id, const char *name, LOCKMODE lockmode)
 {
 	Oid relid = get_relname_relid(name, namespace_id);
 	if (!OidIsValid(relid))
 		return nullptr;
-	Relation rel = table_open(relid, RowExclusiveLock);
+	Relation rel = table_open(relid, lockmode);
 	if (PlainTable(rel))
 		return rel;
 	table_close(rel, NoLock);

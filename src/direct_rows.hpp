@@ -15,9 +15,10 @@ namespace pqrun::direct_rows {
  * pqrun's tables, partition them or change their access method. */
 bool PlainTable(Relation rel);
 
-/* OpenPlain opens table `name` of schema `namespace_id` for writing when it
- * exists and is a PlainTable; else answers nullptr, leaving it closed. */
-Relation OpenPlain(Oid namespace_id, const char *name);
+/* OpenPlain opens table `name` of schema `namespace_id` with `lockmode`
+ * (for writing unless told) when it exists and is a PlainTable; else
+ * answers nullptr, leaving it closed. */
+Relation OpenPlain(Oid namespace_id, const char *name, LOCKMODE lockmode = RowExclusiveLock);
 
 /* RequireAttNum finds a column of `rel` by name, raising if it is missing. */
 AttrNumber RequireAttNum(Relation rel, const char *name);

@@ -2,14 +2,16 @@
  *
  * A pickup claims in pickup-key order (-priority, id) from the pickup hint
  * on (wake.cpp), then due delayed jobs nobody promoted yet. A pickup only
- * locks the jobs it hands out and leaves writing the claims to
- * deferred_claims.cpp. A pickup that may wait registers as a waiter first,
- * looks in subtransactions rolled back when empty, and sleeps on its latch
- * until a commit, a due time or its deadline; await_jobs does the same
- * without claiming and without holding a snapshot.
+ * locks the jobs it hands out (below the executor when direct_pick.hpp
+ * can) and leaves writing the claims to deferred_claims.cpp. A pickup that
+ * may wait registers as a waiter first, looks in subtransactions rolled
+ * back when empty, and sleeps on its latch until a commit, a due time or
+ * its deadline; await_jobs does the same without claiming and without
+ * holding a snapshot.
  */
 #include "boundary.hpp"
 #include "deferred_claims.hpp"
+#include "direct_pick.hpp"
 #include "pickup_commit.hpp"
 #include "queue.hpp"
 #include "queue_internal.hpp"
@@ -36,12 +38,9 @@ struct ClaimReceiver {
 };
 
 void
-ReceiveClaim(TupleTableSlot *slot, ClaimReceiver *r)
+ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 {
-	slot_getallattrs(slot);
-	const Datum *values = slot->tts_values;
-	const bool *nulls = slot->tts_isnull;
-	tuplestore_putvalues(r->out, r->out_desc, slot->tts_values, slot->tts_isnull);
+	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
 	/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at,
 	 * 13 lease_token, 15 fifo_key */
 	r->last = wake::KeyOf(DatumGetInt32(values[5]), DatumGetInt64(values[0]));
@@ -66,7 +65,10 @@ static bool
 pqrun_claim_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	auto *receiver = reinterpret_cast<pqrun::queue::ClaimReceiver *>(self);
-	pqrun::GuardedEntry([&]() { pqrun::queue::ReceiveClaim(slot, receiver); });
+	pqrun::GuardedEntry([&]() {
+		slot_getallattrs(slot);
+		pqrun::queue::ReceiveClaim(receiver, slot->tts_values, slot->tts_isnull);
+	});
 	return true;
 }
 
@@ -86,7 +88,8 @@ namespace {
 
 /* PickInto runs the pick `stmt` into `out`, gathering the rows into
  * `locked` (with room for `capacity`) when given, and answers how many it
- * claimed and, in `last` when given, the pickup key of the last one. */
+ * claimed and, in `last` when given, the pickup key of the last one. A
+ * locking pick is made by direct_pick.hpp unless it declines. */
 uint64
 PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
          deferred_claims::Claims *locked, int32 capacity, wake::PickKey *last)
@@ -108,7 +111,24 @@ PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tupl
 	receiver.out_desc = out_desc;
 	receiver.locked = locked;
 	receiver.last = wake::PickKey{INT64_MAX, INT64_MAX};
-	uint64 n = ExecInto(stmt, values, nulls, &receiver.pub);
+	uint64 n = 0;
+	bool direct = false;
+	if (locked) {
+		direct_pick::Request request{values[0],
+		                             DatumGetInt32(values[1]),
+		                             nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]),
+		                             nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]),
+		                             {DatumGetInt64(values[4]), DatumGetInt64(values[5])},
+		                             DatumGetTimestampTz(values[6])};
+		direct = direct_pick::Pick(
+			request, out_desc,
+			[](void *r, const Datum *row, const bool *row_nulls) {
+				ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
+			},
+			&receiver, &n);
+	}
+	if (!direct)
+		n = ExecInto(stmt, values, nulls, &receiver.pub);
 	if (locked && static_cast<uint64>(locked->count) != n)
 		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count);
 	if (last)

@@ -168,7 +168,8 @@ const StmtDef kStmts[] = {
 	 5, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}},
 	/* A batch pickup whose claims are deferred (deferred_claims.hpp): the
 	 * same rows as PICK, locked but not written, as pqrun.jobs rows the
-	 * claim will make of them, followed by where each row is. */
+	 * claim will make of them, followed by where each row is. Run when
+	 * direct_pick.hpp declines, which makes the same rows. */
 	{Stmt::kLockPick, "lock pick", LOCK_PICK(""), PICK_ARGS},
 	{Stmt::kLockPickTypes, "lock pick by type", LOCK_PICK("AND job_type = ANY ($3)"), PICK_ARGS},
 	{Stmt::kLockPickQueues, "lock pick by queue", LOCK_PICK("AND queue = ANY ($4)"), PICK_ARGS},

@@ -5,6 +5,7 @@
  * SPI connection and packs the result. Nothing else lives here.
  */
 #include "boundary.hpp"
+#include "lease_token.hpp"
 #include "spi_plans.hpp"
 #include "queue.hpp"
 #include "shmem.hpp"
@@ -243,26 +244,11 @@ PQRUN_FUNCTION(pqrun_run_maintenance)
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
 }
 
-/* pqrun._lease_token(): a version-4 UUID from a generator this backend
- * seeds once from the strong random source. gen_random_uuid() asks OpenSSL
- * for every token, which costs a getpid() system call and locks each time
- * (a tenth of a batch pickup). A lease only fences off stale workers of the
- * same job, so it needs to be unique, not unpredictable: any worker may
- * finish a job without one. */
+/* pqrun._lease_token(): see lease_token.hpp. */
 PQRUN_FUNCTION(pqrun_lease_token)
 {
-	static pg_prng_state state;
-	static bool seeded = false;
-	if (!seeded) {
-		if (!pg_prng_strong_seed(&state))
-			elog(ERROR, "pqrun: could not seed the lease token generator");
-		seeded = true;
-	}
 	auto *uuid = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t)));
-	uint64 halves[2] = {pg_prng_uint64(&state), pg_prng_uint64(&state)};
-	memcpy(uuid->data, halves, UUID_LEN);
-	uuid->data[6] = (uuid->data[6] & 0x0f) | 0x40; /* version 4 */
-	uuid->data[8] = (uuid->data[8] & 0x3f) | 0x80; /* RFC 4122 variant */
+	lease_token::New(uuid);
 	PG_RETURN_UUID_P(uuid);
 }
 

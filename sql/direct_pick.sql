@@ -1,0 +1,145 @@
+-- direct_pick: a pickup whose claims are deferred locks its jobs below the
+-- executor (src/direct_pick.hpp) unless job_live, job_live_pick or the
+-- transaction needs the SQL statement. Either way it must hand out the same
+-- jobs, in the same order, as the same rows.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS pqrun CASCADE;
+CREATE EXTENSION pqrun;
+RESET client_min_messages;
+\pset null '(null)'
+
+-- path_of answers which path the pickups of `statement` took: the SQL
+-- statement calls pqrun._lease_token() for every job it locks, the direct
+-- path makes the tokens itself.
+SET track_functions = 'all';
+CREATE FUNCTION token_calls() RETURNS bigint LANGUAGE sql AS $$
+  SELECT coalesce((SELECT calls FROM pg_stat_xact_user_functions WHERE funcid = 'pqrun._lease_token'::regproc), 0)
+$$;
+CREATE FUNCTION path_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  before bigint := token_calls();
+  picked bigint;
+BEGIN
+  EXECUTE statement INTO picked;
+  RETURN CASE WHEN picked = 0 THEN 'nothing picked' WHEN token_calls() = before THEN 'direct' ELSE 'sql' END;
+END $$;
+-- picked answers what a batch pickup with these filters hands out, in
+-- order, but for what differs between any two pickups (lease, claim time),
+-- and rolls the pickup back.
+CREATE FUNCTION picked(types text[], queues text[]) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  rows jsonb;
+BEGIN
+  SELECT coalesce(jsonb_agg(to_jsonb(p) - '{lease_token,locked_at,updated_at,ordinality}'::text[] ORDER BY ordinality),
+                  '[]')
+    INTO rows
+    FROM pqrun.pickup('cmp', job_types => types, queues => queues, batch_size => 1000) WITH ORDINALITY AS p;
+  RAISE EXCEPTION 'undo';
+EXCEPTION WHEN raise_exception THEN
+  RETURN rows;
+END $$;
+
+-- 60 jobs in four priorities, two types and two queues, some with every
+-- optional column set.
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((
+  SELECT jsonb_agg(jsonb_build_object('job_type', CASE WHEN i % 2 = 0 THEN 'even' ELSE 'odd' END,
+                                      'queue', CASE WHEN i % 3 = 0 THEN 'q3' ELSE 'default' END,
+                                      'priority', i % 4, 'max_attempts', 2 + i % 5,
+                                      'timeout_seconds', CASE WHEN i % 7 = 0 THEN 30 END,
+                                      'payload', jsonb_build_object('n', i)) ORDER BY i)
+    FROM generate_series(1, 60) AS i));
+
+-- 1. Which pickups go which way.
+BEGIN;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS plain,
+       path_of($$SELECT count(*) FROM pqrun.pickup('p', batch_size => 5)$$) AS batch,
+       path_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{odd}')$$) AS by_type,
+       path_of($$SELECT count(*) FROM pqrun.pickup('p', queues => '{q3}')$$) AS by_queue,
+       path_of($$SELECT count(*) FROM pqrun.pickup('p', batch_size => 2, wait => '10 ms')$$) AS waiting,
+       path_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{none}')$$) AS no_match;
+ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS repeatable_read;
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS serializable;
+ROLLBACK;
+BEGIN;
+SET LOCAL pqrun.deferred_claims = off;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS claims_not_deferred;
+ROLLBACK;
+\set VERBOSITY terse
+BEGIN READ ONLY;
+SELECT count(*) FROM pqrun.pickup('p');
+ROLLBACK;
+\set VERBOSITY default
+
+-- 2. The same jobs in the same order as the SQL statement (REPEATABLE READ
+-- takes it), as the same rows, with and without filters.
+CREATE TEMP TABLE filters (n int, types text[], queues text[]);
+INSERT INTO filters VALUES (1, NULL, NULL), (2, '{odd}', NULL), (3, NULL, '{q3,nope}'), (4, '{even}', '{default}'),
+                           (5, '{none}', NULL);
+SELECT jsonb_object_agg(n, picked(types, queues)) AS direct FROM filters \gset
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT jsonb_object_agg(n, picked(types, queues)) AS sql FROM filters \gset
+ROLLBACK;
+SELECT n, jsonb_array_length(d) AS jobs, d = (:'sql'::jsonb -> n::text) AS same_as_sql,
+       ARRAY(SELECT (j->>'id')::bigint FROM jsonb_array_elements(d) WITH ORDINALITY AS e(j, k) ORDER BY k) =
+       ARRAY(SELECT id FROM pqrun.jobs WHERE (types IS NULL OR job_type = ANY (types))
+                                         AND (queues IS NULL OR queue = ANY (queues)) ORDER BY priority DESC, id)
+         AS in_pickup_order
+  FROM filters, LATERAL (SELECT :'direct'::jsonb -> n::text) AS v(d)
+ ORDER BY n;
+SELECT (j->>'status', j->>'attempts' = (SELECT attempts + 1 FROM pqrun.jobs WHERE id = (j->>'id')::bigint)::text,
+        j->>'locked_by', j->>'finished_at', j->>'duration_ms', j->>'result') AS claimed_as, count(*)
+  FROM jsonb_array_elements(:'direct'::jsonb -> '1') AS j GROUP BY 1;
+
+-- 3. Pickups of 7 in transactions of their own hand out every job once, in
+-- pickup order across the priorities: each starts at the pickup hint
+-- (src/wake.cpp) its predecessors raised, a row comparison on
+-- (-priority, id).
+CREATE TEMP TABLE seq (n serial, id bigint);
+DO $$
+BEGIN
+  FOR i IN 1..10 LOOP
+    INSERT INTO seq (id) SELECT id FROM pqrun.pickup('seq', batch_size => 7);
+    COMMIT;
+  END LOOP;
+END $$;
+SELECT count(*) AS picked, count(DISTINCT id) AS distinct_jobs,
+       array_agg(id ORDER BY n) = (SELECT array_agg(id ORDER BY priority DESC, id) FROM pqrun.jobs) AS in_pickup_order
+  FROM seq;
+SELECT status, attempts, locked_by, count(*) FROM pqrun.jobs GROUP BY 1, 2, 3;
+
+-- 4. What only the SQL statement honours, or an index pqrun did not make,
+-- sends the pickup there; it still hands out the same jobs.
+SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((
+  SELECT jsonb_agg(jsonb_build_object('job_type', 'again', 'priority', i % 3) ORDER BY i) FROM generate_series(1, 9) AS i));
+SELECT picked(NULL, NULL) AS before \gset
+BEGIN;
+ALTER TABLE pqrun.job_live ENABLE ROW LEVEL SECURITY;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS row_security;
+ROLLBACK;
+BEGIN;
+DROP INDEX pqrun.job_live_pick;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS no_pick_index;
+ROLLBACK;
+BEGIN;
+DROP INDEX pqrun.job_live_pick;
+CREATE INDEX job_live_pick ON pqrun.job_live ((-(priority::bigint)) DESC, id) WHERE status = 'READY' AND NOT delayed;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS other_pick_index;
+ROLLBACK;
+BEGIN;
+DROP INDEX pqrun.job_live_pick;
+CREATE INDEX job_live_pick ON pqrun.job_live ((-(priority::bigint)) DESC, id) WHERE status = 'READY' AND NOT delayed;
+SELECT picked(NULL, NULL) = :'before' AS same_jobs, jsonb_array_length(:'before') AS jobs;
+ROLLBACK;
+SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS restored;
+
+-- 5. A second pickup of the same transaction writes the first one's claims
+-- before it looks, and so passes over those jobs.
+BEGIN;
+SELECT count(*) AS first FROM pqrun.pickup('twice', batch_size => 4);
+SELECT count(*) AS second FROM pqrun.pickup('twice', batch_size => 4);
+SELECT count(*) AS running, count(DISTINCT id) AS distinct_jobs FROM pqrun.jobs WHERE locked_by = 'twice';
+COMMIT;

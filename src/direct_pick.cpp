@@ -1,0 +1,268 @@
+/* src/direct_pick.cpp — a pickup's locking scan below the executor. */
+#include "direct_pick.hpp"
+
+#include "deferred_claims.hpp"
+#include "direct_rows.hpp"
+#include "lease_token.hpp"
+
+namespace pqrun::direct_pick {
+
+namespace {
+
+using namespace direct_rows;
+
+/* Where each pqrun.jobs column of a claimed job comes from, as LOCK_PICK
+ * projects it. */
+enum class Source { kColumn, kRunning, kNextAttempt, kAt, kWorker, kToken, kNull };
+struct OutColumn {
+	const char *live_column; /* for kColumn and kNextAttempt */
+	Source source;
+};
+constexpr int kOut = 22;
+constexpr OutColumn kOutColumns[kOut] = {
+	{"id", Source::kColumn},           {"queue", Source::kColumn},         {"job_type", Source::kColumn},
+	{"payload", Source::kColumn},      {nullptr, Source::kRunning},        {"priority", Source::kColumn},
+	{"attempts", Source::kNextAttempt}, {"max_attempts", Source::kColumn}, {"run_after", Source::kColumn},
+	{"timeout_seconds", Source::kColumn}, {nullptr, Source::kAt},          {nullptr, Source::kWorker},
+	{nullptr, Source::kToken},         {"dedupe_key", Source::kColumn},    {"fifo_key", Source::kColumn},
+	{"depends_on", Source::kColumn},   {"last_error", Source::kColumn},    {nullptr, Source::kNull},
+	{nullptr, Source::kNull},          {nullptr, Source::kNull},           {"created_at", Source::kColumn},
+	{nullptr, Source::kAt}};
+constexpr int kId = 0, kQueue = 1, kJobType = 2, kStatus = 4, kPriority = 5, kAttempts = 6;
+
+/* The job_live columns the pick reads, by output column, and what it
+ * checks. */
+struct Layout {
+	AttrNumber from[kOut]; /* 0 where the value is not a column */
+	AttrNumber status, delayed;
+	Oid ready, running;
+	Oid queue_collation, job_type_collation;
+};
+
+/* FindLayout answers false when a job_live column has another type than
+ * the pqrun.jobs column it fills (an operator's ALTER COLUMN TYPE). */
+bool
+FindLayout(Relation live, TupleDesc out_desc, Layout *l)
+{
+	TupleDesc desc = RelationGetDescr(live);
+	if (out_desc->natts != kOut)
+		return false;
+	for (int i = 0; i < kOut; i++) {
+		l->from[i] = kOutColumns[i].live_column ? RequireAttNum(live, kOutColumns[i].live_column) : 0;
+		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != TupleDescAttr(out_desc, i)->atttypid)
+			return false;
+	}
+	l->status = RequireAttNum(live, "status");
+	l->delayed = RequireAttNum(live, "delayed");
+	Oid status_type = TupleDescAttr(out_desc, kStatus)->atttypid;
+	if (TupleDescAttr(desc, l->status - 1)->atttypid != status_type ||
+	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID ||
+	    TupleDescAttr(out_desc, kId)->atttypid != INT8OID || TupleDescAttr(out_desc, kPriority)->atttypid != INT4OID ||
+	    TupleDescAttr(out_desc, kAttempts)->atttypid != INT4OID)
+		return false;
+	l->ready = EnumLabel(status_type, "READY");
+	l->running = EnumLabel(status_type, "RUNNING");
+	l->queue_collation = TupleDescAttr(desc, l->from[kQueue] - 1)->attcollation;
+	l->job_type_collation = TupleDescAttr(desc, l->from[kJobType] - 1)->attcollation;
+	return true;
+}
+
+/* OpenPickIndex opens job_live_pick when it is pqrun's: a valid btree on
+ * job_live, partial, keyed by an ascending bigint expression (the negated
+ * priority) and the ascending id. */
+Relation
+OpenPickIndex(Oid namespace_id, Relation live, AttrNumber id)
+{
+	Oid index_id = get_relname_relid("job_live_pick", namespace_id);
+	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
+		return nullptr;
+	Relation index = index_open(index_id, RowShareLock);
+	const Form_pg_index form = index->rd_index;
+	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid &&
+	            index->rd_rel->relam == BTREE_AM_OID && IndexRelationGetNumberOfKeyAttributes(index) == 2 &&
+	            form->indkey.values[0] == 0 && form->indkey.values[1] == id &&
+	            TupleDescAttr(RelationGetDescr(index), 0)->atttypid == INT8OID &&
+	            index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[1] == INTEGER_BTREE_FAM_OID &&
+	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 &&
+	            !heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
+	if (ours)
+		return index;
+	index_close(index, RowShareLock);
+	return nullptr;
+}
+
+/* A job_types or queues argument, unpacked once. */
+struct Filter {
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int count = -1; /* -1: any */
+
+	explicit Filter(ArrayType *array)
+	{
+		if (array != nullptr)
+			deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	}
+
+	/* Matches is `value = ANY (array)` under `collation`, as in SQL. */
+	bool Matches(Datum value, Oid collation) const
+	{
+		if (count < 0)
+			return true;
+		for (int i = 0; i < count; i++)
+			if (!nulls[i] && DatumGetBool(DirectFunctionCall2Coll(texteq, collation, value, elems[i])))
+				return true;
+		return false;
+	}
+};
+
+/* Qualifies answers whether the row in `slot` is one the pick statement
+ * selects: READY, not delayed, of a wanted type and queue, at or past the
+ * start key. */
+bool
+Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &queues, TupleTableSlot *slot)
+{
+	bool isnull;
+	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
+	    DatumGetBool(slot_getattr(slot, l.delayed, &isnull)))
+		return false;
+	wake::PickKey key = wake::KeyOf(DatumGetInt32(slot_getattr(slot, l.from[kPriority], &isnull)),
+	                                DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull)));
+	if (key.neg_priority < r.start.neg_priority ||
+	    (key.neg_priority == r.start.neg_priority && key.id < r.start.id))
+		return false;
+	return types.Matches(slot_getattr(slot, l.from[kJobType], &isnull), l.job_type_collation) &&
+	       queues.Matches(slot_getattr(slot, l.from[kQueue], &isnull), l.queue_collation);
+}
+
+/* EmitClaim hands out the job locked in `slot` as the claim makes it. */
+void
+EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, void *arg)
+{
+	slot_getallattrs(slot);
+	Datum values[kOut + 1];
+	bool nulls[kOut + 1];
+	pg_uuid_t token;
+	ItemPointerData ctid = slot->tts_tid;
+	for (int i = 0; i < kOut; i++) {
+		nulls[i] = false;
+		switch (kOutColumns[i].source) {
+		case Source::kColumn:
+			values[i] = slot->tts_values[l.from[i] - 1];
+			nulls[i] = slot->tts_isnull[l.from[i] - 1];
+			break;
+		case Source::kRunning:
+			values[i] = ObjectIdGetDatum(l.running);
+			break;
+		case Source::kNextAttempt:
+			values[i] = Int32GetDatum(DatumGetInt32(slot->tts_values[l.from[i] - 1]) + 1);
+			break;
+		case Source::kAt:
+			values[i] = TimestampTzGetDatum(r.at);
+			break;
+		case Source::kWorker:
+			values[i] = r.worker;
+			break;
+		case Source::kToken:
+			lease_token::New(&token);
+			values[i] = UUIDPGetDatum(&token);
+			break;
+		case Source::kNull:
+			values[i] = Datum(0);
+			nulls[i] = true;
+			break;
+		}
+	}
+	values[kOut] = PointerGetDatum(&ctid);
+	nulls[kOut] = false;
+	emit(arg, values, nulls);
+}
+
+/* StartKey is the index condition (-priority, id) >= start, a row
+ * comparison whose members carry btree's comparison function. */
+void
+StartKey(const wake::PickKey &start, ScanKeyData *header, ScanKeyData members[2])
+{
+	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid,
+	                       F_BTINT8CMP, Int64GetDatum(start.neg_priority));
+	ScanKeyEntryInitialize(&members[1], SK_ROW_MEMBER | SK_ROW_END, 2, BTGreaterEqualStrategyNumber, INT8OID,
+	                       InvalidOid, F_BTINT8CMP, Int64GetDatum(start.id));
+	MemSet(header, 0, sizeof(ScanKeyData));
+	header->sk_flags = SK_ROW_HEADER;
+	header->sk_attno = 1;
+	header->sk_strategy = BTGreaterEqualStrategyNumber;
+	header->sk_argument = PointerGetDatum(members);
+}
+
+/* LockAndEmit walks `index` from the request's start and locks up to its
+ * limit of qualifying rows under `snapshot`, answering how many. */
+uint64
+LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Snapshot snapshot, Emit emit,
+            void *arg)
+{
+	Filter types(r.job_types), queues(r.queues);
+	ScanKeyData key, members[2];
+	StartKey(r.start, &key, members);
+	IndexScanDesc scan = compat::IndexBeginScan(live, index, snapshot, 1);
+	index_rescan(scan, &key, 1, nullptr, 0);
+	TupleTableSlot *seen = table_slot_create(live, nullptr);
+	TupleTableSlot *locked = table_slot_create(live, nullptr);
+	CommandId cid = GetCurrentCommandId(true);
+	uint64 n = 0;
+	while (n < static_cast<uint64>(r.limit) && index_getnext_slot(scan, ForwardScanDirection, seen)) {
+		CHECK_FOR_INTERRUPTS();
+		if (!Qualifies(l, r, types, queues, seen))
+			continue;
+		/* table_tuple_lock moves the tid on to the version it locks. */
+		ItemPointerData tid = seen->tts_tid;
+		TM_FailureData tmfd;
+		TM_Result result = table_tuple_lock(live, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
+		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		/* Passed over, as by LockRows: a row another transaction holds, or
+		 * deleted, or a version this command cannot lock; and a version newer
+		 * than the snapshot's that no longer qualifies, which stays locked. */
+		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked))) {
+			EmitClaim(l, r, locked, emit, arg);
+			n++;
+		}
+		ExecClearTuple(locked);
+	}
+	ExecDropSingleTupleTableSlot(locked);
+	ExecDropSingleTupleTableSlot(seen);
+	index_endscan(scan);
+	return n;
+}
+
+} // namespace
+
+bool
+Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *count)
+{
+	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
+		return false;
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	Relation live = OidIsValid(namespace_id) ? OpenPlain(namespace_id, "job_live", RowShareLock) : nullptr;
+	if (live == nullptr)
+		return false;
+	Layout layout;
+	Relation index = nullptr;
+	if (FindLayout(live, out_desc, &layout))
+		index = OpenPickIndex(namespace_id, live, layout.from[kId]);
+	if (index == nullptr) {
+		table_close(live, NoLock);
+		return false;
+	}
+	/* A statement of its own, as SPI runs the pick: the claims an earlier
+	 * pickup of this transaction left unwritten are written first, and a new
+	 * snapshot sees them and every earlier write of this transaction. */
+	deferred_claims::WriteAll();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	*count = LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	table_close(live, NoLock);
+	return true;
+}
+
+} // namespace pqrun::direct_pick
