@@ -67,11 +67,55 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 	return true;
 }
 
+/* KeyedAsOurs answers whether the first key of `index` is
+ * -(priority::bigint) and every READY job that is not delayed satisfies
+ * its predicate. An index recreated otherwise would order the jobs another
+ * way or miss some, where the SQL statement plans around it. Neither can
+ * change without a new index or a new pg_index row, so the answer is kept
+ * for the index's version. */
+bool
+KeyedAsOurs(Relation index, const Layout &l, Oid status_type)
+{
+	static Oid known_index = InvalidOid;
+	static TransactionId known_xmin = InvalidTransactionId;
+	static bool known_ours = false;
+	TransactionId xmin = HeapTupleHeaderGetXmin(index->rd_indextuple->t_data);
+	if (RelationGetRelid(index) == known_index && xmin == known_xmin)
+		return known_ours;
+
+	List *exprs = RelationGetIndexExpressions(index);
+	bool ours = false;
+	if (list_length(exprs) == 1 && IsA(linitial(exprs), OpExpr)) {
+		const auto *negate = castNode(OpExpr, linitial(exprs));
+		const auto *cast = list_length(negate->args) == 1 && IsA(linitial(negate->args), FuncExpr)
+		                       ? castNode(FuncExpr, linitial(negate->args))
+		                       : nullptr;
+		ours = negate->opfuncid == F_INT8UM && cast != nullptr && cast->funcid == F_INT8_INT4 &&
+		       list_length(cast->args) == 1 && IsA(linitial(cast->args), Var) &&
+		       castNode(Var, linitial(cast->args))->varattno == l.from[kPriority];
+	}
+	if (ours) {
+		Expr *ready = make_opclause(
+			lookup_type_cache(status_type, TYPECACHE_EQ_OPR)->eq_opr, BOOLOID, false,
+			reinterpret_cast<Expr *>(makeVar(1, l.status, status_type, -1, InvalidOid, 0)),
+			reinterpret_cast<Expr *>(makeConst(status_type, -1, InvalidOid, sizeof(Oid), ObjectIdGetDatum(l.ready),
+			                                   false, true)),
+			InvalidOid, InvalidOid);
+		fix_opfuncids(reinterpret_cast<Node *>(ready));
+		Expr *not_delayed = make_notclause(reinterpret_cast<Expr *>(makeVar(1, l.delayed, BOOLOID, -1, InvalidOid, 0)));
+		ours = predicate_implied_by(RelationGetIndexPredicate(index), list_make2(ready, not_delayed), false);
+	}
+	known_index = RelationGetRelid(index);
+	known_xmin = xmin;
+	known_ours = ours;
+	return ours;
+}
+
 /* OpenPickIndex opens job_live_pick when it is pqrun's: a valid btree on
- * job_live, partial, keyed by an ascending bigint expression (the negated
- * priority) and the ascending id. */
+ * job_live keyed by the ascending negated priority as a bigint (KeyedAsOurs)
+ * and the ascending id, holding every READY job that is not delayed. */
 Relation
-OpenPickIndex(Oid namespace_id, Relation live, AttrNumber id)
+OpenPickIndex(Oid namespace_id, Relation live, const Layout &l, Oid status_type)
 {
 	Oid index_id = get_relname_relid("job_live_pick", namespace_id);
 	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
@@ -80,11 +124,10 @@ OpenPickIndex(Oid namespace_id, Relation live, AttrNumber id)
 	const Form_pg_index form = index->rd_index;
 	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid &&
 	            index->rd_rel->relam == BTREE_AM_OID && IndexRelationGetNumberOfKeyAttributes(index) == 2 &&
-	            form->indkey.values[0] == 0 && form->indkey.values[1] == id &&
+	            form->indkey.values[0] == 0 && form->indkey.values[1] == l.from[kId] &&
 	            TupleDescAttr(RelationGetDescr(index), 0)->atttypid == INT8OID &&
 	            index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[1] == INTEGER_BTREE_FAM_OID &&
-	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 &&
-	            !heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
+	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l, status_type);
 	if (ours)
 		return index;
 	index_close(index, RowShareLock);
@@ -246,7 +289,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	Layout layout;
 	Relation index = nullptr;
 	if (FindLayout(live, out_desc, &layout))
-		index = OpenPickIndex(namespace_id, live, layout.from[kId]);
+		index = OpenPickIndex(namespace_id, live, layout, TupleDescAttr(out_desc, kStatus)->atttypid);
 	if (index == nullptr) {
 		table_close(live, NoLock);
 		return false;
