@@ -9,9 +9,11 @@ bool
 PlainTable(Relation rel)
 {
 	/* The relcache's trigger and rule sets, not relhastriggers and
-	 * relhasrules, which stay set after the last one is dropped. */
-	return rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
-	       !rel->rd_rel->relispartition && rel->trigdesc == nullptr &&
+	 * relhasrules, which stay set after the last one is dropped. A module
+	 * with ExecutorCheckPerms_hook must see every table a statement reads
+	 * or writes. */
+	return ExecutorCheckPerms_hook == nullptr && rel->rd_rel->relkind == RELKIND_RELATION &&
+	       rel->rd_rel->relam == HEAP_TABLE_AM_OID && !rel->rd_rel->relispartition && rel->trigdesc == nullptr &&
 	       (rel->rd_rules == nullptr || rel->rd_rules->numLocks == 0) && !rel->rd_rel->relrowsecurity &&
 	       !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
 }

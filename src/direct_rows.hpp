@@ -1,8 +1,9 @@
 /* src/direct_rows.hpp — what writing pqrun's rows below the executor needs.
  *
- * direct_enqueue.cpp, direct_claim.cpp and direct_finish.cpp write job rows
- * with the table access methods, as COPY and logical replication do. These
- * are the checks and the executor state they share.
+ * direct_enqueue.cpp, direct_pick.cpp, direct_claim.cpp and
+ * direct_finish.cpp lock and write job rows with the table access methods,
+ * as COPY and logical replication do. These are the checks and the
+ * executor state they share.
  */
 #pragma once
 
@@ -12,7 +13,9 @@ namespace pqrun::direct_rows {
 
 /* PlainTable answers whether `rel` has nothing only the executor honours:
  * operators may add triggers, rules, row security or generated columns to
- * pqrun's tables, partition them or change their access method. */
+ * pqrun's tables, partition them or change their access method, and load
+ * a module that sees every statement's tables (ExecutorCheckPerms_hook:
+ * pgaudit's audit log, sepgsql's access control). */
 bool PlainTable(Relation rel);
 
 /* OpenPlain opens table `name` of schema `namespace_id` with `lockmode`

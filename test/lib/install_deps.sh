@@ -9,7 +9,7 @@ set -euo pipefail
 
 packages=(postgresql-15 postgresql-server-dev-15 postgresql-client-15 postgresql-15-pgtap
 	libtap-parser-sourcehandler-pgtap-perl g++ make
-	postgresql-15-cron pgbouncer python3-psycopg nodejs)
+	postgresql-15-cron postgresql-15-pgaudit pgbouncer python3-psycopg nodejs)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
