@@ -35,7 +35,7 @@ constexpr int kId = 0, kQueue = 1, kJobType = 2, kStatus = 4, kPriority = 5, kAt
 struct Layout {
 	AttrNumber from[kOut]; /* 0 where the value is not a column */
 	AttrNumber status, delayed;
-	Oid ready, running;
+	Oid status_type, ready, running;
 	Oid queue_collation, job_type_collation;
 };
 
@@ -54,14 +54,14 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 	}
 	l->status = RequireAttNum(live, "status");
 	l->delayed = RequireAttNum(live, "delayed");
-	Oid status_type = TupleDescAttr(out_desc, kStatus)->atttypid;
-	if (TupleDescAttr(desc, l->status - 1)->atttypid != status_type ||
+	l->status_type = TupleDescAttr(out_desc, kStatus)->atttypid;
+	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
 	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID ||
 	    TupleDescAttr(out_desc, kId)->atttypid != INT8OID || TupleDescAttr(out_desc, kPriority)->atttypid != INT4OID ||
 	    TupleDescAttr(out_desc, kAttempts)->atttypid != INT4OID)
 		return false;
-	l->ready = EnumLabel(status_type, "READY");
-	l->running = EnumLabel(status_type, "RUNNING");
+	l->ready = EnumLabel(l->status_type, "READY");
+	l->running = EnumLabel(l->status_type, "RUNNING");
 	l->queue_collation = TupleDescAttr(desc, l->from[kQueue] - 1)->attcollation;
 	l->job_type_collation = TupleDescAttr(desc, l->from[kJobType] - 1)->attcollation;
 	return true;
@@ -74,7 +74,7 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
  * change without a new index or a new pg_index row, so the answer is kept
  * for the index's version. */
 bool
-KeyedAsOurs(Relation index, const Layout &l, Oid status_type)
+KeyedAsOurs(Relation index, const Layout &l)
 {
 	static Oid known_index = InvalidOid;
 	static TransactionId known_xmin = InvalidTransactionId;
@@ -96,9 +96,9 @@ KeyedAsOurs(Relation index, const Layout &l, Oid status_type)
 	}
 	if (ours) {
 		Expr *ready = make_opclause(
-			lookup_type_cache(status_type, TYPECACHE_EQ_OPR)->eq_opr, BOOLOID, false,
-			reinterpret_cast<Expr *>(makeVar(1, l.status, status_type, -1, InvalidOid, 0)),
-			reinterpret_cast<Expr *>(makeConst(status_type, -1, InvalidOid, sizeof(Oid), ObjectIdGetDatum(l.ready),
+			lookup_type_cache(l.status_type, TYPECACHE_EQ_OPR)->eq_opr, BOOLOID, false,
+			reinterpret_cast<Expr *>(makeVar(1, l.status, l.status_type, -1, InvalidOid, 0)),
+			reinterpret_cast<Expr *>(makeConst(l.status_type, -1, InvalidOid, sizeof(Oid), ObjectIdGetDatum(l.ready),
 			                                   false, true)),
 			InvalidOid, InvalidOid);
 		fix_opfuncids(reinterpret_cast<Node *>(ready));
@@ -115,7 +115,7 @@ KeyedAsOurs(Relation index, const Layout &l, Oid status_type)
  * job_live keyed by the ascending negated priority as a bigint (KeyedAsOurs)
  * and the ascending id, holding every READY job that is not delayed. */
 Relation
-OpenPickIndex(Oid namespace_id, Relation live, const Layout &l, Oid status_type)
+OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
 {
 	Oid index_id = get_relname_relid("job_live_pick", namespace_id);
 	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
@@ -127,7 +127,7 @@ OpenPickIndex(Oid namespace_id, Relation live, const Layout &l, Oid status_type)
 	            form->indkey.values[0] == 0 && form->indkey.values[1] == l.from[kId] &&
 	            TupleDescAttr(RelationGetDescr(index), 0)->atttypid == INT8OID &&
 	            index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[1] == INTEGER_BTREE_FAM_OID &&
-	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l, status_type);
+	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l);
 	if (ours)
 		return index;
 	index_close(index, RowShareLock);
@@ -170,8 +170,7 @@ Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &
 		return false;
 	wake::PickKey key = wake::KeyOf(DatumGetInt32(slot_getattr(slot, l.from[kPriority], &isnull)),
 	                                DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull)));
-	if (key.neg_priority < r.start.neg_priority ||
-	    (key.neg_priority == r.start.neg_priority && key.id < r.start.id))
+	if (wake::Less(key, r.start))
 		return false;
 	return types.Matches(slot_getattr(slot, l.from[kJobType], &isnull), l.job_type_collation) &&
 	       queues.Matches(slot_getattr(slot, l.from[kQueue], &isnull), l.queue_collation);
@@ -289,7 +288,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	Layout layout;
 	Relation index = nullptr;
 	if (FindLayout(live, out_desc, &layout))
-		index = OpenPickIndex(namespace_id, live, layout, TupleDescAttr(out_desc, kStatus)->atttypid);
+		index = OpenPickIndex(namespace_id, live, layout);
 	if (index == nullptr) {
 		table_close(live, NoLock);
 		return false;

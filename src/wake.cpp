@@ -69,12 +69,6 @@ PickKey ready_key = kNoKey;
 PickKey held_key = kNoKey;
 PickKey claimed_key = kNoKey;
 
-bool
-Less(const PickKey &a, const PickKey &b)
-{
-	return a.neg_priority < b.neg_priority || (a.neg_priority == b.neg_priority && a.id < b.id);
-}
-
 void
 KeepMin(PickKey *into, PickKey key)
 {

@@ -19,6 +19,12 @@ struct PickKey {
 	int64 id;
 };
 PickKey KeyOf(int32 priority, int64 id);
+/* Less answers whether `a` is picked up before `b`. */
+inline bool
+Less(const PickKey &a, const PickKey &b)
+{
+	return a.neg_priority < b.neg_priority || (a.neg_priority == b.neg_priority && a.id < b.id);
+}
 
 /* NoteReady records that a job of (queue, job_type) with pickup key `key`
  * became READY in the current transaction. */
