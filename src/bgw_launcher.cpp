@@ -5,9 +5,12 @@
  * It connects to no database (shared catalogs only), reads pg_database, and
  * probes each connectable database by starting a maintenance worker there;
  * the worker stays if it finds the extension and leaves (slot kAbsent)
- * otherwise. CREATE EXTENSION registers its database and wakes the launcher,
- * so a worker starts within a second; new databases are found by a rescan
- * every kRescanMs. A worker that died is restarted after kRestartDelayMs.
+ * otherwise. The launcher then remembers that database in `absent` and frees
+ * its slot, so that a cluster with more databases than slots is probed in
+ * turns and only databases with pqrun keep one. CREATE EXTENSION registers
+ * its database and wakes the launcher, so a worker starts within a second;
+ * new databases are found by a rescan every kRescanMs. A worker that died is
+ * restarted after kRestartDelayMs.
  */
 #include "bgw.hpp"
 #include "boundary.hpp"
@@ -38,6 +41,44 @@ using shmem::SlotState;
 /* Handles of the workers this launcher started, by slot index (in
  * TopMemoryContext). */
 BackgroundWorkerHandle *handles[shmem::kMaxDatabases];
+
+/* Databases a worker found without pqrun: not probed again until they are
+ * dropped, or until RegisterDatabase found no free slot (reprobe_epoch).
+ * CREATE EXTENSION in one of them registers it directly. */
+HTAB *absent = nullptr;
+uint32 absent_epoch = 0;
+
+/* No background worker slot was free: start nothing before this. */
+TimestampTz no_worker_slot_until = 0;
+
+void
+ForgetAbsent()
+{
+	if (absent)
+		hash_destroy(absent);
+	HASHCTL ctl{};
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(Oid);
+	ctl.hcxt = TopMemoryContext;
+	absent = hash_create("pqrun databases without pqrun", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+bool
+IsAbsent(Oid dboid)
+{
+	return hash_search(absent, &dboid, HASH_FIND, nullptr) != nullptr;
+}
+
+/* FreeIfAbsent frees slot `s` of a database found without pqrun, once its
+ * worker is gone, and remembers the database. Caller holds the lock. */
+void
+FreeIfAbsent(DatabaseSlot &s)
+{
+	if (s.state != SlotState::kAbsent)
+		return;
+	(void)hash_search(absent, &s.dboid, HASH_ENTER, nullptr);
+	s.state = SlotState::kFree;
+}
 
 /* DatabaseList answers the oids of connectable databases (palloc'd in the
  * caller's context); *count gets their number. */
@@ -71,38 +112,59 @@ DatabaseList(int *count)
 	return oids;
 }
 
-/* Rescan adds a kProbe slot for every connectable database without one and
- * frees the slots of databases that are gone. Caller holds no lock. */
-void
+bool
+Contains(const Oid *oids, int n, Oid dboid)
+{
+	for (int j = 0; j < n; j++)
+		if (oids[j] == dboid)
+			return true;
+	return false;
+}
+
+/* Rescan adds a kProbe slot for every connectable database that has none and
+ * was not found without pqrun, as long as slots are free, and frees the
+ * slots of databases that are gone or without pqrun. Answers whether some
+ * database waits for a slot. Caller holds no lock. */
+bool
 Rescan(shmem::SharedState *shared)
 {
 	int n;
 	Oid *oids = DatabaseList(&n);
 	TimestampTz now = GetCurrentTimestamp();
+	bool waiting = false;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->reprobe_epoch != absent_epoch) {
+		absent_epoch = shared->reprobe_epoch;
+		ForgetAbsent();
+	}
 	for (int i = 0; i < shmem::kMaxDatabases; i++) {
 		DatabaseSlot &s = shared->slots[i];
 		if (s.state == SlotState::kFree || s.pid != 0 || handles[i] != nullptr)
 			continue;
-		bool exists = false;
-		for (int j = 0; j < n && !exists; j++)
-			exists = oids[j] == s.dboid;
-		if (!exists)
+		if (!Contains(oids, n, s.dboid))
 			s.state = SlotState::kFree;
+		FreeIfAbsent(s);
 	}
+	HASH_SEQ_STATUS seq;
+	hash_seq_init(&seq, absent);
+	while (Oid *gone = static_cast<Oid *>(hash_seq_search(&seq)))
+		if (!Contains(oids, n, *gone))
+			(void)hash_search(absent, gone, HASH_REMOVE, nullptr);
 	for (int j = 0; j < n; j++) {
-		bool known = false;
+		bool known = IsAbsent(oids[j]);
 		for (DatabaseSlot &s : shared->slots)
 			known = known || (s.state != SlotState::kFree && s.dboid == oids[j]);
 		for (DatabaseSlot &s : shared->slots) {
 			if (known || s.state != SlotState::kFree)
 				continue;
-			s = DatabaseSlot{oids[j], SlotState::kProbe, 0, nullptr, now, 0, 0, false, 0, 0, 0};
+			s = DatabaseSlot{oids[j], SlotState::kProbe, 0, nullptr, now, 0, 0, 0, false, 0, 0, 0};
 			known = true;
 		}
+		waiting = waiting || !known;
 	}
 	LWLockRelease(shared->lock);
 	pfree(oids);
+	return waiting;
 }
 
 bool
@@ -127,11 +189,12 @@ StartWorker(int slot_index, Oid dboid)
 
 /* Reconcile starts workers for slots that want one and notices workers that
  * stopped: a clean exit has already set the slot's state; anything else
- * (crash, FATAL) is retried after a delay. */
-void
+ * (crash, FATAL) is retried after a delay. Answers whether it freed a slot. */
+bool
 Reconcile(shmem::SharedState *shared)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	bool freed = false;
 	for (int i = 0; i < shmem::kMaxDatabases; i++) {
 		if (handles[i] != nullptr) {
 			pid_t pid;
@@ -148,8 +211,12 @@ Reconcile(shmem::SharedState *shared)
 				s.state = SlotState::kProbe;
 				s.retry_at = TimestampTzPlusMilliseconds(now, kRestartDelayMs);
 			}
+			FreeIfAbsent(s);
+			freed = freed || s.state == SlotState::kFree;
 			LWLockRelease(shared->lock);
 		}
+		if (now < no_worker_slot_until)
+			continue;
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		DatabaseSlot &s = shared->slots[i];
 		bool start = (s.state == SlotState::kProbe || s.state == SlotState::kStepAside) && s.retry_at <= now &&
@@ -161,15 +228,18 @@ Reconcile(shmem::SharedState *shared)
 		if (start)
 			elog(DEBUG1, "pqrun launcher: starting a worker for database %u", dboid);
 		if (start && !StartWorker(i, dboid)) {
+			/* Try again later, this database and every other one: one log
+			 * line per attempt, not one per database. */
 			ereport(LOG, (errmsg("pqrun launcher: no free background worker slot for database %u", dboid),
 			              errhint("Raise max_worker_processes.")));
-			/* Try again later. */
+			no_worker_slot_until = TimestampTzPlusMilliseconds(now, kRestartDelayMs);
 			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 			s.state = SlotState::kProbe;
-			s.retry_at = TimestampTzPlusMilliseconds(now, kRestartDelayMs);
+			s.retry_at = no_worker_slot_until;
 			LWLockRelease(shared->lock);
 		}
 	}
+	return freed;
 }
 
 void
@@ -194,11 +264,14 @@ LauncherMain()
 		if (s.state == SlotState::kRunning || s.state == SlotState::kStarting)
 			s.state = SlotState::kProbe;
 	}
+	absent_epoch = shared->reprobe_epoch;
 	LWLockRelease(shared->lock);
+	ForgetAbsent();
 
 	MemoryContext loop_context =
 		AllocSetContextCreate(TopMemoryContext, "pqrun launcher loop", ALLOCSET_DEFAULT_SIZES);
 	TimestampTz next_rescan = 0;
+	bool waiting = false; /* some database waits for a slot */
 	for (;;) {
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending) {
@@ -207,10 +280,12 @@ LauncherMain()
 		}
 		MemoryContext old = MemoryContextSwitchTo(loop_context);
 		if (GetCurrentTimestamp() >= next_rescan) {
-			Rescan(shared);
+			waiting = Rescan(shared);
 			next_rescan = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kRescanMs);
 		}
-		Reconcile(shared);
+		/* A slot freed while databases wait for one: give it out now. */
+		if (Reconcile(shared) && waiting)
+			next_rescan = 0;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(loop_context);
 		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kLoopMs, PG_WAIT_EXTENSION);

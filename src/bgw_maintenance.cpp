@@ -48,6 +48,30 @@ SetMyState(SlotState state)
 	LWLockRelease(shared->lock);
 }
 
+/* LeaveIfAbsent decides for a worker that found no pqrun: it leaves (slot
+ * kAbsent) once its grace has run out, unless a CREATE EXTENSION registered
+ * the database since it last looked, whose transaction gets the grace of the
+ * registration. Under the slot lock, so a registration cannot slip in
+ * between the decision and the slot's new state. */
+bool
+LeaveIfAbsent(uint32 *registrations_seen, TimestampTz *grace_until)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (my_slot->registrations != *registrations_seen) {
+		*registrations_seen = my_slot->registrations;
+		*grace_until = Max(*grace_until, my_slot->grace_until);
+	}
+	bool leave = GetCurrentTimestamp() >= *grace_until;
+	if (leave) {
+		my_slot->state = SlotState::kAbsent;
+		my_slot->pid = 0;
+		my_slot->latch = nullptr;
+	}
+	LWLockRelease(shared->lock);
+	return leave;
+}
+
 bool
 AskedToStepAside()
 {
@@ -100,6 +124,7 @@ MaintenanceMain(Datum arg)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	Oid dboid = my_slot->dboid;
 	TimestampTz grace_until = my_slot->grace_until;
+	uint32 registrations_seen = my_slot->registrations;
 	bool wanted = my_slot->state == SlotState::kStarting;
 	if (wanted) {
 		my_slot->state = SlotState::kRunning;
@@ -158,10 +183,8 @@ MaintenanceMain(Datum arg)
 		if (round == Round::kNoExtension) {
 			/* A just-registered database: CREATE EXTENSION may not have
 			 * committed yet. Otherwise there is nothing for us here. */
-			if (GetCurrentTimestamp() >= grace_until) {
-				SetMyState(SlotState::kAbsent);
+			if (LeaveIfAbsent(&registrations_seen, &grace_until))
 				proc_exit(0);
-			}
 			naptime = kGracePollMs;
 		}
 		if (failed) {

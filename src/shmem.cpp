@@ -111,11 +111,19 @@ RegisterDatabase(Oid dboid, int grace_ms)
 		slot->dboid = dboid;
 		slot->state = SlotState::kProbe;
 		slot->retry_at = now;
+	}
+	if (slot) {
+		/* A worker already running (a probe, or one that saw a DROP
+		 * EXTENSION) waits for this registration's transaction too. */
 		slot->grace_until = TimestampTzPlusMilliseconds(now, grace_ms);
+		slot->registrations++;
+	} else {
+		shared->reprobe_epoch++;
 	}
 	LWLockRelease(shared->lock);
 	if (slot == nullptr)
-		ereport(WARNING, (errmsg("pqrun: no free database slot (at most %d databases get a worker)", kMaxDatabases)));
+		ereport(WARNING, (errmsg("pqrun: all %d database slots are taken", kMaxDatabases),
+		                  errdetail("The maintenance worker of this database starts when a slot frees up.")));
 	WakeLauncher();
 }
 

@@ -16,7 +16,8 @@ constexpr int kMaxDatabases = 64;
  *   kProbe      → the launcher should start a worker (at or after retry_at)
  *   kStarting   → registered with the postmaster, not yet running
  *   kRunning    → the worker is in its loop
- *   kAbsent     → the worker found no pqrun in the database and left
+ *   kAbsent     → the worker found no pqrun in the database and left; the
+ *                 launcher remembers the database and frees the slot
  *   kStepAside  → asked to leave (DROP DATABASE & co); probed again later
  */
 enum class SlotState : uint8 { kFree, kProbe, kStarting, kRunning, kAbsent, kStepAside };
@@ -28,6 +29,7 @@ struct DatabaseSlot {
 	Latch *latch;
 	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
 	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
+	uint32 registrations;    /* RegisterDatabase calls, so a running worker notices one */
 	TimestampTz next_due;    /* earliest delayed job: 0 unknown, DT_NOEND none (wake.hpp) */
 	/* Pickup hint (wake.cpp): no READY job has a pickup key below it. */
 	bool hint_set;
@@ -40,6 +42,9 @@ struct SharedState {
 	LWLock *lock;
 	pid_t launcher_pid;
 	Latch *launcher_latch;
+	/* Bumped when RegisterDatabase finds no free slot: the launcher then
+	 * probes again the databases it had found without pqrun. */
+	uint32 reprobe_epoch;
 	DatabaseSlot slots[kMaxDatabases];
 };
 
