@@ -119,6 +119,14 @@ CREATE TABLE pqrun.job_dep (
 );
 CREATE INDEX job_dep_job ON pqrun.job_dep (job_id);
 
+/* Jobs are data, not part of the extension's definition: pg_dump keeps them,
+ * their history and edges, and the id sequence (README, "Backups"). */
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_live', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_done', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.attempt_log', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_dep', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_id_seq', '');
+
 CREATE VIEW pqrun.jobs AS
 	SELECT id, queue, job_type, payload, status, priority, attempts, max_attempts,
 	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,

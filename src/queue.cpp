@@ -521,6 +521,8 @@ MaintenanceCounts
 RunMaintenance()
 {
 	MaintenanceCounts counts{};
+	/* Before anything here takes a new id (a schedule firing). */
+	Exec(Stmt::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
 	Interval stale_after{};
 	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
 	counts.reaped = ReapStale(&stale_after);

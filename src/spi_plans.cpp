@@ -305,6 +305,15 @@ const StmtDef kStmts[] = {
 	 "SELECT attempts >= max_attempts FROM pqrun.job_live"
 	 " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2 FOR UPDATE SKIP LOCKED",
 	 2, {INT8OID, INT4OID}},
+	/* Jobs a restore (pg_dump keeps them) wrote with their own ids, before
+	 * the dump's setval of the sequence: new ids must start above them. */
+	{Stmt::kIdsAhead, "ids ahead",
+	 "SELECT pg_catalog.setval('pqrun.job_id_seq', ids.top)"
+	 "  FROM (SELECT GREATEST((SELECT pg_catalog.max(id) FROM pqrun.job_live),"
+	 "                        (SELECT pg_catalog.max(id) FROM pqrun.job_done)) AS top) AS ids,"
+	 "       pqrun.job_id_seq AS seq"
+	 " WHERE ids.top >= CASE WHEN seq.is_called THEN seq.last_value + 1 ELSE seq.last_value END",
+	 0, {}},
 	{Stmt::kRetention, "retention",
 	 "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
 	 "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2))"

@@ -58,6 +58,7 @@ enum class Stmt {
 	kStrandedBlocked,
 	kRunningHolders,
 	kLockOrphan,
+	kIdsAhead,
 	kRetention,
 	kFinishedCounts,
 	kCountersFromTables,

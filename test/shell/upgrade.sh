@@ -15,11 +15,12 @@
 #      (fingerprinted), and the catalog of the updated extension is the same
 #      as a fresh CREATE EXTENSION of the new version (functions with their
 #      arguments, security and settings, columns, indexes, constraints,
-#      views, privileges, extension members);
+#      views, privileges, extension members, what pg_dump keeps);
 #   4. it keeps working: the schedule goes on firing, the held job is
 #      finished by its worker role through the new version's functions, the
 #      dependent job is released, and the role granted under V can call what
 #      the new version added.
+# The jobs come from test/lib/jobs_in_every_state.sql.
 set -uo pipefail
 
 export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
@@ -70,10 +71,13 @@ constraints AS (
 	 WHERE connamespace = 'pqrun'::regnamespace),
 types AS (
 	SELECT format('%s %s', enumtypid::regtype, string_agg(enumlabel, ',' ORDER BY enumsortorder)) FROM pg_enum
-	 WHERE enumtypid::regtype::text LIKE 'pqrun.%' GROUP BY enumtypid)
+	 WHERE enumtypid::regtype::text LIKE 'pqrun.%' GROUP BY enumtypid),
+dumped AS (
+	SELECT format('pg_dump keeps %s %s', c.rel::regclass, c.cond)
+	  FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS c(rel, cond) WHERE e.extname = 'pqrun')
 SELECT fact FROM (SELECT fact FROM members UNION ALL TABLE functions UNION ALL TABLE columns
                   UNION ALL TABLE relations UNION ALL TABLE indexes UNION ALL TABLE constraints
-                  UNION ALL TABLE types) AS f(fact)
+                  UNION ALL TABLE types UNION ALL TABLE dumped) AS f(fact)
  ORDER BY 1;
 SQL
 }
@@ -104,23 +108,7 @@ for from in $released; do
 	q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$from'" || exit 1
 	check "installed version" "$from" "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'"
 	q -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
-	q >/dev/null <<'SQL' || exit 1
-SELECT pqrun.enqueue('done', '{"k": 1}');                               -- 1
-SELECT pqrun.enqueue('failed', max_attempts => 1);                      -- 2
-SELECT pqrun.enqueue('cancelled');                                      -- 3
-SELECT pqrun.enqueue('ready', '{"k": 4}', priority => 3, dedupe_key => 'ready-4');  -- 4
-SELECT pqrun.enqueue('delayed', run_after => now() + interval '1 day'); -- 5
-SELECT pqrun.enqueue('held');                                           -- 6
-SELECT pqrun.enqueue('dependent', depends_on => ARRAY[6::bigint]);      -- 7
-SELECT pqrun.enqueue('fifo', fifo_key => 'g');                          -- 8
-SELECT pqrun.enqueue('fifo', fifo_key => 'g');                          -- 9
-SELECT id FROM pqrun.pickup('old', job_types => ARRAY['done', 'failed']);
-SELECT id FROM pqrun.pickup('old', job_types => ARRAY['failed', 'done']);
-SELECT pqrun.mark_done(1, '{"r": 1}');
-SELECT pqrun.mark_error(2, 'boom');
-SELECT pqrun.cancel(3, 'not needed');
-SELECT pqrun.schedule('tick', 'tick', run_every => '1 second');
-SQL
+	q -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null || exit 1
 	# Job 6 is picked up by a session that stays alive through the update,
 	# so orphan rescue leaves it RUNNING.
 	psql -X -qtA -d "$db" -c "SELECT id FROM pqrun.pickup('holder', job_types => ARRAY['held'])" \

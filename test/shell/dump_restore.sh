@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# test/shell/dump_restore.sh — pg_dump keeps pqrun's jobs: a dump of a
+# database with jobs in every state (test/lib/jobs_in_every_state.sql, a
+# RUNNING job held by a live session, a schedule firing every second),
+# restored into a new database, holds the same jobs, attempts, edges and
+# schedules, and the queue goes on there: new ids above the restored ones,
+# dedupe keys, dependencies, FIFO groups and orphan rescue all work.
+#
+# Also: the maintenance worker puts the id sequence back above the stored
+# ids when it falls behind (a restore sets it only after all table data),
+# and --exclude-table-data leaves the history out.
+#
+# Runs against the already running test server (test/run.sh exports PGHOST,
+# PGPORT, PGUSER) in databases of its own.
+set -uo pipefail
+
+export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+src=pqrun_dump_src_$$
+dst=pqrun_dump_dst_$$
+dump=$(mktemp /tmp/pqrun-dump.XXXXXX)
+holder_pid=
+
+source "$(dirname "$0")/../lib/checks.sh"
+
+cleanup() {
+	[ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
+	for d in $src $dst; do
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null
+	done
+	rm -f "$dump"
+}
+trap cleanup EXIT
+
+# Everything the restore must carry over (the schedule's own jobs excluded:
+# the worker keeps adding them).
+contents() {
+	q -c "SELECT md5(string_agg(j::text, '|' ORDER BY id)) FROM pqrun.jobs j WHERE job_type <> 'tick'" \
+	  -c "SELECT md5(string_agg(a::text, '|' ORDER BY job_id, attempt)) FROM pqrun.job_attempts a WHERE job_id <= 10" \
+	  -c "SELECT string_agg(format('%s/%s %s %s %s', name, key, job_type, run_every, active), '|' ORDER BY name)
+	        FROM pqrun.periodic" \
+	  -c "SELECT string_agg(format('%s>%s', job_id, dep_id), ',' ORDER BY job_id, dep_id) FROM pqrun.job_dep"
+}
+
+db=$src
+createdb "$src" || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || exit 1
+q -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null || exit 1
+# Job 6 is held by a session that stays alive until after the restore (a
+# live holder in the same cluster, so no orphan rescue in either database).
+psql -X -qtA -d "$src" -c "SELECT id FROM pqrun.pickup('holder', job_types => ARRAY['held'])" \
+	-c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+holder_pid=$!
+wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = 6" || exit 1
+wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick'" || exit 1
+
+# The schedule keeps firing while pg_dump runs: compare what it dumped with
+# its own snapshot, not with the database afterwards.
+pg_dump -d "$src" -f "$dump" || exit 1
+createdb "$dst" || exit 1
+psql -X -q -v ON_ERROR_STOP=1 -d "$dst" -f "$dump" >/dev/null 2>"$dump.err" ||
+	{ echo "FAIL: the restore failed"; cat "$dump.err"; exit 1; }
+rm -f "$dump.err"
+restored_at=$(q -c "SELECT clock_timestamp()")
+
+db=$dst
+# The ids of the jobs in the dump (first column of job_live's and job_done's rows).
+dumped_ids=$(awk '/^COPY pqrun\.(job_live|job_done) /{on=1; next} /^\\\.$/{on=0} on{print $1}' "$dump" | sort -n | paste -sd,)
+check "every job of the dump is restored, the schedule's own too" "$dumped_ids" \
+	"SELECT string_agg(id::text, ',' ORDER BY id) FROM pqrun.jobs WHERE id <= ${dumped_ids##*,}"
+db=$src
+src_contents=$(contents)
+db=$dst
+assert "jobs, attempts, schedules and edges are as in the source" [ "$(contents)" = "$src_contents" ]
+check "job 6 is RUNNING for its holder" "RUNNING holder 1" \
+	"SELECT status || ' ' || locked_by || ' ' || attempts FROM pqrun.jobs WHERE id = 6"
+check "job 10's first attempt is in its history" "1 retry try again" \
+	"SELECT attempt || ' ' || outcome || ' ' || error FROM pqrun.job_attempts WHERE job_id = 10"
+
+check "a new job takes an id above every restored one" t \
+	"SELECT pqrun.enqueue('new') > (SELECT max(id) FROM pqrun.jobs WHERE created_at < '$restored_at')"
+check "a dedupe key of a restored job still holds" 4 "SELECT pqrun.enqueue('ready', dedupe_key => 'ready-4')"
+if wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick' AND created_at > '$restored_at'"; then
+	echo "ok   the restored schedule fires"
+else
+	violations=$((violations + 1))
+fi
+check "restored jobs are picked up in order, the FIFO group's head only" "4,8" \
+	"SELECT string_agg(id::text, ',' ORDER BY id) FROM pqrun.pickup('w', job_types => ARRAY['ready', 'fifo', 'dependent'], batch_size => 10)"
+check "the FIFO head finishes" 2 "SELECT pqrun.mark_done_batch(ARRAY[4, 8]::bigint[])"
+check "and its successor is released" READY "SELECT status FROM pqrun.jobs WHERE id = 9"
+
+# Once its holder is gone, the restored RUNNING job is rescued and its
+# dependent follows it.
+q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	WHERE datname = '$src' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$holder_pid" 2>/dev/null
+holder_pid=
+if wait_for 15 READY "SELECT status FROM pqrun.jobs WHERE id = 6"; then
+	echo "ok   orphan rescue puts the restored RUNNING job back"
+else
+	violations=$((violations + 1))
+fi
+check "which then runs" 6 "SELECT id FROM pqrun.pickup('w', job_types => ARRAY['held'])"
+q -c "SELECT pqrun.mark_done(6)" >/dev/null
+check "and releases its dependent" READY "SELECT status FROM pqrun.jobs WHERE id = 7"
+
+# A restore sets the sequence after all table data: until then the worker
+# keeps it above the stored ids.
+q -c "SELECT setval('pqrun.job_id_seq', 1, false)" >/dev/null
+if wait_for 10 t "SELECT last_value >= (SELECT max(id) FROM pqrun.jobs) FROM pqrun.job_id_seq"; then
+	echo "ok   the worker puts a sequence that fell behind above the stored ids"
+else
+	violations=$((violations + 1))
+fi
+check "so the next job takes a new id" t \
+	"SELECT pqrun.enqueue('after') > (SELECT max(id) FROM pqrun.jobs WHERE job_type <> 'after')"
+
+pg_dump -d "$dst" --exclude-table-data=pqrun.job_done --exclude-table-data=pqrun.attempt_log -f "$dump" || exit 1
+assert "--exclude-table-data leaves the history out and keeps the live jobs" \
+	bash -c "! grep -q '^COPY pqrun.job_done ' '$dump' && ! grep -q '^COPY pqrun.attempt_log ' '$dump' && grep -q '^COPY pqrun.job_live ' '$dump'"
+
+echo "$violations violation(s)"
+[ $violations = 0 ]
