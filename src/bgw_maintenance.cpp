@@ -35,17 +35,14 @@ constexpr long kGracePollMs = 100;
 
 DatabaseSlot *my_slot = nullptr;
 
+/* LeaveSlot marks this worker gone from its slot in `state`. Caller holds
+ * the slot lock. */
 void
-SetMyState(SlotState state)
+LeaveSlot(SlotState state)
 {
-	shmem::SharedState *shared = shmem::Shared();
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	my_slot->state = state;
-	if (state != SlotState::kRunning) {
-		my_slot->pid = 0;
-		my_slot->latch = nullptr;
-	}
-	LWLockRelease(shared->lock);
+	my_slot->pid = 0;
+	my_slot->latch = nullptr;
 }
 
 /* LeaveIfAbsent decides for a worker that found no pqrun: it leaves (slot
@@ -63,11 +60,8 @@ LeaveIfAbsent(uint32 *registrations_seen, TimestampTz *grace_until)
 		*grace_until = Max(*grace_until, my_slot->grace_until);
 	}
 	bool leave = GetCurrentTimestamp() >= *grace_until;
-	if (leave) {
-		my_slot->state = SlotState::kAbsent;
-		my_slot->pid = 0;
-		my_slot->latch = nullptr;
-	}
+	if (leave)
+		LeaveSlot(SlotState::kAbsent);
 	LWLockRelease(shared->lock);
 	return leave;
 }
@@ -151,7 +145,9 @@ MaintenanceMain(Datum arg)
 		}
 		if (AskedToStepAside()) {
 			/* The slot keeps kStepAside; the launcher comes back later. */
-			SetMyState(SlotState::kStepAside);
+			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+			LeaveSlot(SlotState::kStepAside);
+			LWLockRelease(shared->lock);
 			proc_exit(0);
 		}
 

@@ -107,18 +107,18 @@ RegisterDatabase(Oid dboid, int grace_ms)
 	for (DatabaseSlot &s : shared->slots)
 		if (slot == nullptr && s.state == SlotState::kFree)
 			slot = &s;
-	if (slot && slot->state != SlotState::kRunning && slot->state != SlotState::kStarting) {
-		slot->dboid = dboid;
-		slot->state = SlotState::kProbe;
-		slot->retry_at = now;
-	}
-	if (slot) {
+	if (slot == nullptr) {
+		shared->reprobe_epoch++;
+	} else {
+		if (slot->state != SlotState::kRunning && slot->state != SlotState::kStarting) {
+			slot->dboid = dboid;
+			slot->state = SlotState::kProbe;
+			slot->retry_at = now;
+		}
 		/* A worker already running (a probe, or one that saw a DROP
 		 * EXTENSION) waits for this registration's transaction too. */
 		slot->grace_until = TimestampTzPlusMilliseconds(now, grace_ms);
 		slot->registrations++;
-	} else {
-		shared->reprobe_epoch++;
 	}
 	LWLockRelease(shared->lock);
 	if (slot == nullptr)

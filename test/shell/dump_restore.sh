@@ -32,15 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Everything the restore must carry over (the schedule's own jobs excluded:
-# the worker keeps adding them).
-contents() {
-	q -c "SELECT md5(string_agg(j::text, '|' ORDER BY id)) FROM pqrun.jobs j WHERE job_type <> 'tick'" \
-	  -c "SELECT md5(string_agg(a::text, '|' ORDER BY job_id, attempt)) FROM pqrun.job_attempts a WHERE job_id <= 10" \
-	  -c "SELECT string_agg(format('%s/%s %s %s %s', name, key, job_type, run_every, active), '|' ORDER BY name)
-	        FROM pqrun.periodic" \
-	  -c "SELECT string_agg(format('%s>%s', job_id, dep_id), ',' ORDER BY job_id, dep_id) FROM pqrun.job_dep"
-}
+# Everything the restore must carry over.
+contents() { q -f "$repo/test/lib/queue_contents.sql"; }
 
 db=$src
 createdb "$src" || exit 1
@@ -79,11 +72,8 @@ check "job 10's first attempt is in its history" "1 retry try again" \
 check "a new job takes an id above every restored one" t \
 	"SELECT pqrun.enqueue('new') > (SELECT max(id) FROM pqrun.jobs WHERE created_at < '$restored_at')"
 check "a dedupe key of a restored job still holds" 4 "SELECT pqrun.enqueue('ready', dedupe_key => 'ready-4')"
-if wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick' AND created_at > '$restored_at'"; then
-	echo "ok   the restored schedule fires"
-else
-	violations=$((violations + 1))
-fi
+assert "the restored schedule fires" \
+	wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick' AND created_at > '$restored_at'"
 check "restored jobs are picked up in order, the FIFO group's head only" "4,8" \
 	"SELECT string_agg(id::text, ',' ORDER BY id) FROM pqrun.pickup('w', job_types => ARRAY['ready', 'fifo', 'dependent'], batch_size => 10)"
 check "the FIFO head finishes" 2 "SELECT pqrun.mark_done_batch(ARRAY[4, 8]::bigint[])"
@@ -95,11 +85,7 @@ q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 	WHERE datname = '$src' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null
 wait "$holder_pid" 2>/dev/null
 holder_pid=
-if wait_for 15 READY "SELECT status FROM pqrun.jobs WHERE id = 6"; then
-	echo "ok   orphan rescue puts the restored RUNNING job back"
-else
-	violations=$((violations + 1))
-fi
+assert "orphan rescue puts the restored RUNNING job back" wait_for 15 READY "SELECT status FROM pqrun.jobs WHERE id = 6"
 check "which then runs" 6 "SELECT id FROM pqrun.pickup('w', job_types => ARRAY['held'])"
 q -c "SELECT pqrun.mark_done(6)" >/dev/null
 check "and releases its dependent" READY "SELECT status FROM pqrun.jobs WHERE id = 7"
@@ -107,11 +93,8 @@ check "and releases its dependent" READY "SELECT status FROM pqrun.jobs WHERE id
 # A restore sets the sequence after all table data: until then the worker
 # keeps it above the stored ids.
 q -c "SELECT setval('pqrun.job_id_seq', 1, false)" >/dev/null
-if wait_for 10 t "SELECT last_value >= (SELECT max(id) FROM pqrun.jobs) FROM pqrun.job_id_seq"; then
-	echo "ok   the worker puts a sequence that fell behind above the stored ids"
-else
-	violations=$((violations + 1))
-fi
+assert "the worker puts a sequence that fell behind above the stored ids" \
+	wait_for 10 t "SELECT last_value >= (SELECT max(id) FROM pqrun.jobs) FROM pqrun.job_id_seq"
 check "so the next job takes a new id" t \
 	"SELECT pqrun.enqueue('after') > (SELECT max(id) FROM pqrun.jobs WHERE job_type <> 'after')"
 

@@ -27,60 +27,37 @@ trap 'cluster_stop "$dir" immediate; rm -rf "$dir"' EXIT
 } >"$dir/extra.conf"
 cluster_init "$dir" $port "$dir/extra.conf" || exit 1
 cluster_start "$dir" || exit 1
-q() { psql -X -qtA -v ON_ERROR_STOP=1 -h "$dir" -p $port -U postgres "$@"; }
-
-failures=0
-# has_worker DB SECONDS: a maintenance worker of DB shows up within SECONDS.
-has_worker() {
-	local deadline=$((SECONDS + $2)) got=
-	while [ $SECONDS -le $deadline ]; do
-		got=$(q -d postgres -c "SELECT count(*) FROM pg_stat_activity
-			WHERE backend_type = 'pqrun maintenance' AND datname = '$1'" 2>/dev/null)
-		[ "$got" = 1 ] && return 0
-		sleep 0.2
-	done
-	return 1
-}
-expect_worker() {
-	if has_worker "$1" "$2"; then
-		echo "ok   $3"
-	else
-		echo "FAIL $3: no maintenance worker in $1 after $2 s"
-		failures=$((failures + 1))
-	fi
+export PGHOST=$dir PGPORT=$port PGUSER=postgres
+source "$repo/test/lib/checks.sh"
+db=postgres
+# workers_in DB: how many maintenance workers serve DB.
+workers_in() {
+	echo "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = '$1'"
 }
 
-for i in $(seq -w 1 70); do echo "CREATE DATABASE d$i;"; done | q -d postgres >/dev/null || exit 1
+for i in $(seq -w 1 70); do echo "CREATE DATABASE d$i;"; done | q >/dev/null || exit 1
 
 # A restart makes the launcher probe all 72 databases from scratch, the
 # first 64 in one go; then a database it probed beyond them, and one
 # among them, get pqrun.
 cluster_stop "$dir" fast && cluster_start "$dir" || exit 1
 sleep 3
-q -d d70 -c "CREATE EXTENSION pqrun" >/dev/null || exit 1
-expect_worker d70 10 "CREATE EXTENSION in the 72nd database starts its worker"
-q -d d05 -c "CREATE EXTENSION pqrun" >/dev/null || exit 1
-expect_worker d05 10 "CREATE EXTENSION in a database probed without pqrun starts its worker"
+db=d70 q -c "CREATE EXTENSION pqrun" >/dev/null || exit 1
+assert "CREATE EXTENSION in the 72nd database starts its worker" wait_for 10 1 "$(workers_in d70)"
+db=d05 q -c "CREATE EXTENSION pqrun" >/dev/null || exit 1
+assert "CREATE EXTENSION in a database probed without pqrun starts its worker" wait_for 10 1 "$(workers_in d05)"
 
 # After another restart the launcher finds both again, d70 behind 64 others.
 cluster_stop "$dir" fast && cluster_start "$dir" || exit 1
-expect_worker d05 20 "after a restart, d05 has its worker again"
-expect_worker d70 40 "after a restart, d70 (beyond the first 64 databases) has its worker again"
+assert "after a restart, d05 has its worker again" wait_for 20 1 "$(workers_in d05)"
+assert "after a restart, d70 (beyond the first 64 databases) has its worker again" wait_for 40 1 "$(workers_in d70)"
 
 # And jobs there are looked after: a stale job in d70 is reaped by its worker.
-q -d d70 -c "SELECT pqrun.enqueue('t', '{}', timeout_seconds => 1);
-	SELECT id FROM pqrun.pickup('gone')" >/dev/null || exit 1
-deadline=$((SECONDS + 15))
-while [ $SECONDS -le $deadline ] &&
-	[ "$(q -d d70 -c "SELECT status FROM pqrun.jobs")" != READY ]; do sleep 0.2; done
-if [ "$(q -d d70 -c "SELECT status FROM pqrun.jobs")" = READY ]; then
-	echo "ok   d70's worker reaps its stale job"
-else
-	echo "FAIL d70's stale job was not reaped: $(q -d d70 -c "SELECT status FROM pqrun.jobs")"
-	failures=$((failures + 1))
-fi
+db=d70
+q -c "SELECT pqrun.enqueue('t', '{}', timeout_seconds => 1)" -c "SELECT id FROM pqrun.pickup('gone')" >/dev/null || exit 1
+assert "d70's worker reaps its stale job" wait_for 15 READY "SELECT status FROM pqrun.jobs"
 
-if [ $failures -gt 0 ]; then
+if [ $violations -gt 0 ]; then
 	tail -n 30 "$dir/server.log"
 	exit 1
 fi
