@@ -141,7 +141,7 @@ has_long_poll=$(q bench_pqrun "SELECT count(*) FROM pg_proc WHERE proname = 'pic
 # systems_for WORKLOAD: the systems a workload runs on, in interleaving order.
 systems_for() {
 	case $1 in
-	L0) echo ceiling ;;
+	L0 | L0floor) echo ceiling ;;
 	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
 	L1) echo pqrun ;;
 	*) echo "pqrun baseline" ;;
@@ -211,6 +211,7 @@ measure() {
 	duration=$seconds
 	case $workload in
 	L0) script=l0_update.sql kind=commit depth=0 ;;
+	L0floor) script=l0_floor.sql kind=commit depth=0 ;;
 	W1) script=${system}_w1.sql kind=drain depth=$jobs ;;
 	W1b) script=${system}_w1b.sql kind=drain depth=$jobs ;;
 	W3) script=${system}_w1.sql kind=drain depth=$deep ;;
@@ -357,6 +358,7 @@ for round in $(seq "$rounds"); do
 		*) echo "unknown workload $workload" >&2; exit 2 ;;
 		esac
 		subs=$workload
+		[ "$workload" = L0 ] && subs="L0 L0floor"
 		[ "$workload" = E1 ] && subs="E1 E1single"
 		for n in $clients_list; do
 			for sub in $subs; do
