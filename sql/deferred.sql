@@ -261,8 +261,9 @@ COMMIT;
 SELECT count(*) AS jobs, count(DISTINCT to_jsonb(l) - '{id,lease_token,payload,dedupe_key}'::text[]) AS distinct_rows,
        count(*) FILTER (WHERE (l.id, l.lease_token) IN (SELECT * FROM claimed)) AS leases_handed_out
   FROM pqrun.job_live l WHERE job_type = 'claim';
-SELECT to_jsonb(l) - '{id,lease_token,payload,dedupe_key,run_after,locked_at,created_at,updated_at,holder_pid}'::text[]
-       AS row, holder_pid = pg_backend_pid() AS holder_is_me, locked_at = updated_at AS stamped_once
+SELECT to_jsonb(l) - '{id,lease_token,payload,dedupe_key,run_after,locked_at,created_at,updated_at,holder_pid,holder_started}'::text[]
+       AS row, holder_pid = pg_backend_pid() AND holder_started = pqrun._backend_started() AS holder_is_me,
+       locked_at = updated_at AS stamped_once
   FROM pqrun.job_live l WHERE job_type = 'claim' LIMIT 1;
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS amcheck;

@@ -17,7 +17,9 @@ CREATE SEQUENCE pqrun.job_id_seq;
 /* Unfinished jobs (BLOCKED, READY, RUNNING). Small by construction: a job
  * leaves it when it finishes, so pickup never wades through history.
  * `delayed` marks a READY job whose run_after was in the future when it was
- * written; it sits outside the pickup index until it is promoted. */
+ * written; it sits outside the pickup index until it is promoted. A running
+ * job's holder is the session with process id holder_pid that started at
+ * holder_started (last, as ALTER TABLE added it in 0.5.0). */
 CREATE TABLE pqrun.job_live (
 	id              bigint      NOT NULL DEFAULT pg_catalog.nextval('pqrun.job_id_seq'),
 	status          pqrun.job_status NOT NULL,
@@ -42,6 +44,7 @@ CREATE TABLE pqrun.job_live (
 	depends_on      bigint[],
 	last_error      text,
 	payload         jsonb       NOT NULL,
+	holder_started  timestamptz,
 	PRIMARY KEY (id),
 	CHECK (status IN ('BLOCKED', 'READY', 'RUNNING')),
 	CHECK (NOT delayed OR status = 'READY')
@@ -367,6 +370,12 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA pqrun FROM PUBLIC;
 CREATE FUNCTION pqrun._lease_token() RETURNS uuid
 AS 'MODULE_PATHNAME', 'pqrun_lease_token' LANGUAGE c VOLATILE;
 REVOKE ALL ON FUNCTION pqrun._lease_token() FROM PUBLIC;
+
+/* When this backend started: with holder_pid it names the session holding a
+ * running job, since process ids are reused (orphan rescue, README). */
+CREATE FUNCTION pqrun._backend_started() RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pqrun_backend_started' LANGUAGE c STABLE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION pqrun._backend_started() FROM PUBLIC;
 
 CREATE FUNCTION pqrun.grant_producer(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

@@ -89,4 +89,16 @@ IndexBeginScan(Relation heap, Relation index, Snapshot snapshot, int nkeys)
 #endif
 }
 
+/* PG17 renamed the lookup of a backend in this transaction's snapshot of
+ * the backend status table (1-based index, as before). */
+inline LocalPgBackendStatus *
+LocalBackendStatus(int index)
+{
+#if PG_VERSION_NUM >= 170000
+	return pgstat_get_local_beentry_by_index(index);
+#else
+	return pgstat_fetch_stat_local_beentry(index);
+#endif
+}
+
 } // namespace pqrun::compat

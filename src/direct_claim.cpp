@@ -10,15 +10,17 @@ namespace {
 using namespace direct_rows;
 
 /* What a claim sets, in job_live column names; ClaimRow gives the values in
- * this order. */
-constexpr int kSet = 9;
-constexpr const char *kSetColumns[kSet] = {"status",      "delayed",      "attempts",   "locked_at", "locked_by",
-                                           "lease_token", "heartbeat_at", "holder_pid", "updated_at"};
+ * this order. The last, holder_started, came with 0.5.0: until ALTER
+ * EXTENSION UPDATE adds it, claims set the others only. */
+constexpr int kSet = 10;
+constexpr const char *kSetColumns[kSet] = {"status",      "delayed",      "attempts",   "locked_at",  "locked_by",
+                                           "lease_token", "heartbeat_at", "holder_pid", "updated_at", "holder_started"};
 
-/* The job_live columns a claim reads and sets. */
+/* The job_live columns a claim reads and sets (the first `nset` of kSet). */
 struct Columns {
 	AttrNumber id, status, attempts;
 	int set[kSet];
+	int nset;
 	Oid ready, running;
 };
 
@@ -29,8 +31,10 @@ FindColumns(Relation live)
 	c.id = RequireAttNum(live, "id");
 	c.status = RequireAttNum(live, "status");
 	c.attempts = RequireAttNum(live, "attempts");
-	for (int i = 0; i < kSet; i++)
+	for (int i = 0; i < kSet - 1; i++)
 		c.set[i] = RequireAttNum(live, kSetColumns[i]);
+	c.set[kSet - 1] = FindAttNum(live, kSetColumns[kSet - 1]);
+	c.nset = c.set[kSet - 1] == InvalidAttrNumber ? kSet - 1 : kSet;
 	Oid status_type = TupleDescAttr(RelationGetDescr(live), c.status - 1)->atttypid;
 	c.ready = EnumLabel(status_type, "READY");
 	c.running = EnumLabel(status_type, "RUNNING");
@@ -57,10 +61,11 @@ ClaimRow(const Columns &c, const deferred_claims::Claims &claims, int i, Timesta
 	                      UUIDPGetDatum(const_cast<pg_uuid_t *>(&claims.tokens[i])),
 	                      Datum(0),
 	                      Int32GetDatum(MyProcPid),
-	                      TimestampTzGetDatum(at)};
-	bool nulls[kSet] = {false, false, false, false, false, false, true, false, false};
+	                      TimestampTzGetDatum(at),
+	                      TimestampTzGetDatum(MyStartTimestamp)};
+	bool nulls[kSet] = {false, false, false, false, false, false, true, false, false, false};
 	HeapTuple old_tuple = ExecFetchSlotHeapTuple(old_slot, false, nullptr);
-	HeapTuple claimed = heap_modify_tuple_by_cols(old_tuple, old_slot->tts_tupleDescriptor, kSet,
+	HeapTuple claimed = heap_modify_tuple_by_cols(old_tuple, old_slot->tts_tupleDescriptor, c.nset,
 	                                              const_cast<int *>(c.set), values, nulls);
 	ExecStoreHeapTuple(claimed, new_slot, true);
 }

@@ -32,7 +32,7 @@ OpenPlain(Oid namespace_id, const char *name, LOCKMODE lockmode)
 }
 
 AttrNumber
-RequireAttNum(Relation rel, const char *name)
+FindAttNum(Relation rel, const char *name)
 {
 	TupleDesc desc = RelationGetDescr(rel);
 	for (int i = 0; i < desc->natts; i++) {
@@ -40,7 +40,16 @@ RequireAttNum(Relation rel, const char *name)
 		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
 			return att->attnum;
 	}
-	elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
+	return InvalidAttrNumber;
+}
+
+AttrNumber
+RequireAttNum(Relation rel, const char *name)
+{
+	AttrNumber attnum = FindAttNum(rel, name);
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
+	return attnum;
 }
 
 Oid

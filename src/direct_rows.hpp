@@ -23,7 +23,9 @@ bool PlainTable(Relation rel);
  * answers nullptr, leaving it closed. */
 Relation OpenPlain(Oid namespace_id, const char *name, LOCKMODE lockmode = RowExclusiveLock);
 
-/* RequireAttNum finds a column of `rel` by name, raising if it is missing. */
+/* FindAttNum finds a column of `rel` by name (InvalidAttrNumber if there is
+ * none); RequireAttNum raises if it is missing. */
+AttrNumber FindAttNum(Relation rel, const char *name);
 AttrNumber RequireAttNum(Relation rel, const char *name);
 
 /* EnumLabel answers the oid of label `label` of enum type `type_id`. */

@@ -481,6 +481,39 @@ Purge(const Interval *older_than, const char *statuses_literal)
 	return NoteRemoved(Exec(Stmt::kPurge, values, nullptr, SPI_OK_SELECT));
 }
 
+namespace {
+
+/* HolderAlive answers whether the session that holds a running job, the
+ * backend with process id `pid` that started at `started` (NULL for claims
+ * made before 0.5.0), is still there. A live process id alone does not say
+ * so: ids are reused, and a server restarted after a crash (in a fresh
+ * container, after a reboot) or a restored dump often has a backend with the
+ * very id the holder had. `statuses_read` starts false: the first call
+ * takes a fresh snapshot of the backend status table, newer than the job
+ * rows already read (an older one could show an earlier process with the
+ * id and rescue a held job). */
+bool
+HolderAlive(int32 pid, Datum started, bool started_null, bool *statuses_read)
+{
+	if (BackendPidGetProc(pid) == nullptr)
+		return false;
+	if (started_null)
+		return true;
+	if (!*statuses_read) {
+		pgstat_clear_backend_activity_snapshot();
+		*statuses_read = true;
+	}
+	int n = pgstat_fetch_stat_numbackends();
+	for (int i = 1; i <= n; i++) {
+		LocalPgBackendStatus *local = compat::LocalBackendStatus(i);
+		if (local != nullptr && local->backendStatus.st_procpid == pid)
+			return local->backendStatus.st_proc_start_timestamp == DatumGetTimestampTz(started);
+	}
+	return true; /* starting or exiting: the next round looks again */
+}
+
+} // namespace
+
 /* RescueOrphans puts back running jobs whose holder (the backend that
  * picked them up or last sent a heartbeat) has exited. */
 int64
@@ -489,13 +522,20 @@ RescueOrphans()
 	uint64 n = Exec(Stmt::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
 	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
+	Datum *started = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	bool *started_null = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
 	char **fifo_keys = static_cast<char **>(palloc(sizeof(char *) * (n + 1)));
 	uint64 orphans = 0;
+	bool statuses_read = false;
 	for (uint64 i = 0; i < n; i++) {
 		bool isnull;
 		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
-		if (BackendPidGetProc(pid) != nullptr)
+		bool no_start;
+		Datum start = Col(i, 4, &no_start);
+		if (HolderAlive(pid, start, no_start, &statuses_read))
 			continue;
+		started[orphans] = start;
+		started_null[orphans] = no_start;
 		ids[orphans] = ColInt64(i, 1);
 		fifo_keys[orphans] = ColText(i, 3);
 		pids[orphans++] = pid;
@@ -505,8 +545,9 @@ RescueOrphans()
 	for (uint64 i = 0; i < orphans; i++) {
 		if (fifo_keys[i])
 			LockFifoGroup(fifo_keys[i]);
-		Datum values[2] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i])};
-		if (Exec(Stmt::kLockOrphan, values, nullptr, SPI_OK_SELECT) == 0)
+		Datum values[3] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i]), started[i]};
+		char nulls[3] = {' ', ' ', started_null[i] ? 'n' : ' '};
+		if (Exec(Stmt::kLockOrphan, values, nulls, SPI_OK_SELECT) == 0)
 			continue;
 		if (ColBool(0, 1))
 			FinishRunning(ids[i], Datum(0), false, "FAILED", "orphaned", error, Datum(0), true);

@@ -34,13 +34,19 @@ struct StmtDef {
  * join so that the (generic) plan updates them by primary key. */
 /* Claim the rows `candidates` selects for worker $1 at time `at`. */
 #define LEASE_TOKEN "pqrun._lease_token()"
+/* The session holding a running job: its process id and its start (0.5.0;
+ * see AsInstalled for installs that predate it). */
+#define SET_HOLDER_STARTED "holder_started = pqrun._backend_started(), "
+#define CLEAR_HOLDER_STARTED "holder_started = NULL, "
+#define SELECT_HOLDER_STARTED "holder_started AS started"
+#define SAME_HOLDER_STARTED " AND holder_started IS NOT DISTINCT FROM $3"
 #define CLAIM(candidates, at)                                                                                          \
 	"WITH claimed AS ("                                                                                                \
 	"  UPDATE pqrun.job_live j"                                                                                        \
 	"     SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1,"                                        \
 	"         locked_at = " at ", locked_by = $1,"                                                                    \
 	"         lease_token = " LEASE_TOKEN ", heartbeat_at = NULL,"                                                  \
-	"         holder_pid = pg_catalog.pg_backend_pid(), updated_at = " at                                             \
+	"         holder_pid = pg_catalog.pg_backend_pid(), " SET_HOLDER_STARTED "updated_at = " at                      \
 	"   WHERE j.id = ANY (ARRAY(" candidates "))"                                                                      \
 	"  RETURNING j.*)"                                                                                                 \
 	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"
@@ -181,7 +187,8 @@ const StmtDef kStmts[] = {
 	{Stmt::kWriteDeferredClaims, "write deferred claims",
 	 "UPDATE pqrun.job_live j"
 	 "   SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1, locked_at = $3, locked_by = $4,"
-	 "       lease_token = c.token, heartbeat_at = NULL, holder_pid = pg_catalog.pg_backend_pid(), updated_at = $3"
+	 "       lease_token = c.token, heartbeat_at = NULL, holder_pid = pg_catalog.pg_backend_pid(),"
+	 "       " SET_HOLDER_STARTED "updated_at = $3"
 	 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"
 	 " WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'",
 	 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
@@ -220,12 +227,12 @@ const StmtDef kStmts[] = {
 	 "   WHERE id = $1 AND status = 'RUNNING')"
 	 " UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
 	 "   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"
-	 "   holder_pid = NULL, updated_at = pg_catalog.now()"
+	 "   holder_pid = NULL, " CLEAR_HOLDER_STARTED "updated_at = pg_catalog.now()"
 	 " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after",
 	 4, {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}},
 	{Stmt::kHeartbeat, "heartbeat",
 	 "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(),"
-	 "   holder_pid = pg_catalog.pg_backend_pid(), updated_at = pg_catalog.now()"
+	 "   holder_pid = pg_catalog.pg_backend_pid(), " SET_HOLDER_STARTED "updated_at = pg_catalog.now()"
 	 " WHERE id = $1 AND status = 'RUNNING' AND ($2::uuid IS NULL OR lease_token = $2) RETURNING id",
 	 2, {INT8OID, UUIDOID}},
 	{Stmt::kJobState, "job state",
@@ -299,12 +306,13 @@ const StmtDef kStmts[] = {
 	 " LIMIT 1000",
 	 0, {}},
 	{Stmt::kRunningHolders, "running holders",
-	 "SELECT id, holder_pid, fifo_key FROM pqrun.job_live WHERE status = 'RUNNING' AND holder_pid IS NOT NULL", 0,
-	 {}},
+	 "SELECT id, holder_pid, fifo_key, " SELECT_HOLDER_STARTED " FROM pqrun.job_live"
+	 " WHERE status = 'RUNNING' AND holder_pid IS NOT NULL",
+	 0, {}},
 	{Stmt::kLockOrphan, "lock orphan",
 	 "SELECT attempts >= max_attempts FROM pqrun.job_live"
-	 " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2 FOR UPDATE SKIP LOCKED",
-	 2, {INT8OID, INT4OID}},
+	 " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2" SAME_HOLDER_STARTED " FOR UPDATE SKIP LOCKED",
+	 3, {INT8OID, INT4OID, TIMESTAMPTZOID}},
 	/* Jobs a restore (pg_dump keeps them) wrote with their own ids, before
 	 * the dump's setval of the sequence: new ids must start above them. */
 	{Stmt::kIdsAhead, "ids ahead",
@@ -375,47 +383,85 @@ const StmtDef kStmts[] = {
 static_assert(sizeof(kStmts) / sizeof(kStmts[0]) == static_cast<size_t>(Stmt::kCount),
               "every Stmt needs exactly one definition");
 
-/* Kept plans of this backend, indexed by Stmt; they live in CacheMemoryContext. */
+/* Kept plans of this backend, indexed by Stmt; they live in CacheMemoryContext.
+ * `adapted` marks plans of statements AsInstalled had to change. */
 SPIPlanPtr plans[static_cast<int>(Stmt::kCount)];
+bool adapted[static_cast<int>(Stmt::kCount)];
 
-/* WithoutNewFunctions answers `sql` as the installed SQL objects can run it:
- * until ALTER EXTENSION UPDATE to 0.3.0, there is no pqrun._lease_token()
- * and claims draw their tokens from gen_random_uuid(). */
-const char *
-WithoutNewFunctions(const char *sql)
+/* What later versions added to the statements, and what the statements say
+ * instead until ALTER EXTENSION UPDATE has installed the function that came
+ * with the addition: 0.3.0's pqrun._lease_token(), 0.5.0's
+ * pqrun._backend_started() (with job_live.holder_started). */
+struct Addition {
+	const char *function;
+	const char *text;
+	const char *before;
+};
+constexpr Addition kAdditions[] = {
+	{"_lease_token", LEASE_TOKEN, "pg_catalog.gen_random_uuid()"},
+	{"_backend_started", SET_HOLDER_STARTED, ""},
+	{"_backend_started", CLEAR_HOLDER_STARTED, ""},
+	{"_backend_started", SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
+	{"_backend_started", SAME_HOLDER_STARTED, ""},
+};
+
+bool
+Installed(const char *function)
 {
-	if (strstr(sql, LEASE_TOKEN) == nullptr ||
-	    OidIsValid(LookupFuncName(list_make2(makeString(pstrdup("pqrun")), makeString(pstrdup("_lease_token"))), 0,
-	                              nullptr, true)))
-		return sql;
+	return OidIsValid(LookupFuncName(list_make2(makeString(pstrdup("pqrun")), makeString(pstrdup(function))), 0,
+	                                 nullptr, true));
+}
+
+const char *
+ReplaceAll(const char *sql, const char *text, const char *with)
+{
 	StringInfoData out;
 	initStringInfo(&out);
-	for (const char *at; (at = strstr(sql, LEASE_TOKEN)) != nullptr; sql = at + strlen(LEASE_TOKEN)) {
+	for (const char *at; (at = strstr(sql, text)) != nullptr; sql = at + strlen(text)) {
 		appendBinaryStringInfo(&out, sql, static_cast<int>(at - sql));
-		appendStringInfoString(&out, "pg_catalog.gen_random_uuid()");
+		appendStringInfoString(&out, with);
 	}
 	appendStringInfoString(&out, sql);
 	return out.data;
+}
+
+/* AsInstalled answers `sql` as the installed SQL objects can run it: `sql`
+ * itself when they are current. */
+const char *
+AsInstalled(const char *sql)
+{
+	for (const Addition &addition : kAdditions)
+		if (strstr(sql, addition.text) != nullptr && !Installed(addition.function))
+			sql = ReplaceAll(sql, addition.text, addition.before);
+	return sql;
 }
 
 SPIPlanPtr
 PlanFor(Stmt stmt)
 {
 	int index = static_cast<int>(stmt);
+	const StmtDef &def = kStmts[index];
+	/* An adapted plan is given up as soon as ALTER EXTENSION UPDATE has
+	 * run: its statement would leave holder_started behind holder_pid. */
+	if (plans[index] != nullptr && adapted[index] && AsInstalled(def.sql) == def.sql) {
+		SPI_freeplan(plans[index]);
+		plans[index] = nullptr;
+	}
 	if (plans[index] == nullptr) {
-		const StmtDef &def = kStmts[index];
 		if (def.stmt != stmt)
 			elog(ERROR, "pqrun: statement table out of order at \"%s\"", def.name);
 		/* Generic plans: every statement is written so that its generic plan is
 		 * the right one, and re-planning on each call would cost more than
 		 * most of the statements take to run. */
-		SPIPlanPtr plan = SPI_prepare_cursor(WithoutNewFunctions(def.sql), def.nargs, const_cast<Oid *>(def.argtypes),
+		const char *sql = AsInstalled(def.sql);
+		SPIPlanPtr plan = SPI_prepare_cursor(sql, def.nargs, const_cast<Oid *>(def.argtypes),
 		                                     CURSOR_OPT_GENERIC_PLAN);
 		if (plan == nullptr)
 			elog(ERROR, "pqrun: could not prepare \"%s\": %s", def.name, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "pqrun: could not keep plan \"%s\"", def.name);
 		plans[index] = plan;
+		adapted[index] = sql != def.sql;
 	}
 	return plans[index];
 }

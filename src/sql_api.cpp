@@ -252,6 +252,12 @@ PQRUN_FUNCTION(pqrun_lease_token)
 	PG_RETURN_UUID_P(uuid);
 }
 
+/* pqrun._backend_started(): when this backend started. */
+PQRUN_FUNCTION(pqrun_backend_started)
+{
+	PG_RETURN_TIMESTAMPTZ(MyStartTimestamp);
+}
+
 /* Called by the install script: lets the launcher start this database's
  * maintenance worker now rather than at its next scan. */
 PQRUN_FUNCTION(pqrun_register_database)

@@ -143,6 +143,20 @@ for from in $released; do
 	holder_pid=
 done
 
+# A session that prepared its statements before the update uses the new
+# version's right after it, in the same connection: its heartbeat then
+# records the session's start next to its process id (0.5.0).
+newest=$(tail -n 1 <<<"$released")
+db=pqrun_upgrade_session_$$
+echo "== $newest -> $current in one session ($db)"
+createdb "$db" || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$newest'" -c "SELECT pqrun.enqueue('s')" >/dev/null || exit 1
+answer=$(q -c "DO \$\$BEGIN PERFORM pqrun.pickup('w'); PERFORM pqrun.heartbeat(1); END\$\$" \
+	-c "ALTER EXTENSION pqrun UPDATE" \
+	-c "DO \$\$BEGIN PERFORM pqrun.heartbeat(1); END\$\$" \
+	-c "SELECT holder_started = pqrun._backend_started() FROM pqrun.job_live WHERE id = 1" 2>&1)
+assert "a session's heartbeat after its ALTER EXTENSION UPDATE records its start ($answer)" [ "$answer" = t ]
+
 echo "$violations violation(s)"
 rm -f "/tmp/pqrun-upgrade-fresh-$$.txt"
 [ $violations = 0 ]
