@@ -76,6 +76,29 @@ AskedToStepAside()
 	return step_aside;
 }
 
+/* The database's and the role's settings (ALTER DATABASE/ROLE ... SET) and
+ * postgresql.conf apply to this worker as to any session. Those meant for
+ * application sessions must not stop maintenance: a read-only default fails
+ * every round, a statement, lock or idle timeout cuts rounds short, and
+ * SERIALIZABLE makes them fail against concurrent transactions. As
+ * autovacuum does, this process overrides them. */
+void
+OverrideSessionDefaults()
+{
+	static const char *const kSettings[][2] = {
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_isolation", "read committed"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+#if PQRUN_HAVE_TRANSACTION_TIMEOUT
+		{"transaction_timeout", "0"},
+#endif
+	};
+	for (const auto &setting : kSettings)
+		SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 enum class Round { kDone, kNoExtension };
 
 /* RunRound does one maintenance round in its own transaction. */
@@ -132,6 +155,7 @@ MaintenanceMain(Datum arg)
 	}
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	OverrideSessionDefaults();
 	pgstat_report_appname("pqrun maintenance");
 
 	MemoryContext loop_context =

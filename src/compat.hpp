@@ -17,6 +17,14 @@
 #define PQRUN_HAVE_CUSTOM_WAIT_EVENTS 0
 #endif
 
+/* PG17 added transaction_timeout, which the maintenance worker turns off
+ * with the other timeouts. */
+#if PG_VERSION_NUM >= 170000
+#define PQRUN_HAVE_TRANSACTION_TIMEOUT 1
+#else
+#define PQRUN_HAVE_TRANSACTION_TIMEOUT 0
+#endif
+
 /* PG18 carries the module's name and version in its magic block. */
 #if PG_VERSION_NUM >= 180000
 #define PQRUN_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "pqrun", .version = PQRUN_VERSION)

@@ -137,6 +137,23 @@ wait_for postgres "$(workers_in app1)" 1 20
 wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'" 500 5
 grep -q "terminated by signal 9" "$dir/server.log" || fail "the crash did not happen"
 
+echo "-- settings meant for application sessions (ALTER DATABASE ... SET) do not stop the worker"
+q -d postgres -c "CREATE DATABASE guarded" \
+	-c "ALTER DATABASE guarded SET default_transaction_read_only = on" \
+	-c "ALTER DATABASE guarded SET default_transaction_isolation = 'serializable'" \
+	-c "ALTER DATABASE guarded SET statement_timeout = '1ms'" \
+	-c "ALTER DATABASE guarded SET lock_timeout = '1ms'" \
+	-c "ALTER DATABASE guarded SET idle_in_transaction_session_timeout = '1ms'" >/dev/null
+# This script's own sessions there write and wait; the worker, started by
+# CREATE EXTENSION, has only the database's settings.
+export PGOPTIONS="-c default_transaction_read_only=off -c statement_timeout=0 -c lock_timeout=0"
+q -d guarded -c "CREATE EXTENSION pqrun"
+wait_for postgres "$(workers_in guarded)" 1 5
+id=$(q -d guarded -c "SELECT pqrun.enqueue('guarded', timeout_seconds => 1)")
+q -d guarded -c "SELECT count(*) FROM pqrun.pickup('w4')" >/dev/null
+wait_for guarded "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 5
+unset PGOPTIONS
+
 echo "-- pqrun.enabled = off idles the workers"
 q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
