@@ -330,7 +330,8 @@ const StmtDef kStmts[] = {
 	 " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
 	 2, {INTERVALOID, INT4OID}},
 	{Stmt::kFinishedCounts, "finished counts",
-	 "SELECT queue, job_type, status::text, pg_catalog.count(*) FROM pqrun.job_done GROUP BY 1, 2, 3", 0, {}},
+	 "SELECT queue, job_type, status::text, pg_catalog.count(*) FROM pqrun.job_done GROUP BY 1, 2, 3 ORDER BY 1, 2",
+	 0, {}},
 	{Stmt::kCountersFromTables, "counters from tables",
 	 "SELECT queue, job_type,"
 	 "   pg_catalog.count(*) FILTER (WHERE status = 'DONE'),"

@@ -192,9 +192,18 @@ ResetLocal()
 	invalidate = false;
 }
 
-/* Rebuild recounts this database's stored finished jobs. SPI connected. */
+/* Finished jobs of a (queue, job_type) that has no entry: the table is full. */
+struct Unkept {
+	char queue[kNameLen];
+	char job_type[kNameLen];
+	int64 stored[3];
+};
+
+/* Rebuild recounts this database's stored finished jobs, and answers in
+ * `unkept` (`*nunkept` of them) those of pairs the full table has no entry
+ * for. SPI connected. */
 void
-Rebuild()
+Rebuild(Unkept **unkept, int *nunkept)
 {
 	uint64 n = spi::Exec(spi::Stmt::kFinishedCounts, nullptr, nullptr, SPI_OK_SELECT);
 	struct Count {
@@ -225,15 +234,26 @@ Rebuild()
 	while ((entry = static_cast<Entry *>(hash_seq_search(&scan))) != nullptr)
 		if (entry->key.dboid == MyDatabaseId)
 			memset(entry->stored, 0, sizeof(entry->stored));
-	bool complete = true;
+	*unkept = static_cast<Unkept *>(palloc(sizeof(Unkept) * (ncounts + 1)));
+	*nunkept = 0;
 	for (int i = 0; i < ncounts; i++) {
-		Entry *e = EntryFor(MakeKey(MyDatabaseId, counts[i].queue, counts[i].job_type));
-		if (e == nullptr)
-			complete = false;
-		else
-			e->stored[static_cast<int>(counts[i].status)] += counts[i].n;
+		const Count &c = counts[i];
+		Entry *e = EntryFor(MakeKey(MyDatabaseId, c.queue, c.job_type));
+		if (e != nullptr) {
+			e->stored[static_cast<int>(c.status)] += c.n;
+			continue;
+		}
+		/* The counts come ordered by pair: a pair's statuses are adjacent. */
+		Unkept *u = *nunkept > 0 ? &(*unkept)[*nunkept - 1] : nullptr;
+		if (u == nullptr || memcmp(u->queue, c.queue, kNameLen) != 0 || memcmp(u->job_type, c.job_type, kNameLen) != 0) {
+			u = &(*unkept)[(*nunkept)++];
+			memset(u, 0, sizeof(Unkept));
+			memcpy(u->queue, c.queue, kNameLen);
+			memcpy(u->job_type, c.job_type, kNameLen);
+		}
+		u->stored[static_cast<int>(c.status)] += c.n;
 	}
-	SetReady(MyDatabaseId, complete);
+	SetReady(MyDatabaseId, *nunkept == 0);
 	LWLockRelease(shared->lock);
 }
 
@@ -382,8 +402,10 @@ Report(Tuplestorestate *out, TupleDesc desc)
 	LWLockAcquire(shared->lock, LW_SHARED);
 	bool ready = IsReady(MyDatabaseId);
 	LWLockRelease(shared->lock);
+	Unkept *unkept = nullptr;
+	int nunkept = 0;
 	if (!ready)
-		Rebuild();
+		Rebuild(&unkept, &nunkept);
 
 	/* Copy this database's entries out, then build rows without the lock. */
 	LWLockAcquire(shared->lock, LW_SHARED);
@@ -428,6 +450,18 @@ Report(Tuplestorestate *out, TupleDesc desc)
 		nulls[9] = recent.done == 0;
 		values[10] = Float8GetDatum(recent.picked ? static_cast<double>(recent.wait_ms) / recent.picked : 0);
 		nulls[10] = recent.picked == 0;
+		tuplestore_putvalues(out, desc, values, nulls);
+	}
+	/* Pairs beyond the table's capacity: their stored counts, as counted
+	 * just now; their recent activity is unknown. */
+	for (int i = 0; i < nunkept; i++) {
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(unkept[i].queue);
+		values[1] = CStringGetTextDatum(unkept[i].job_type);
+		for (int s = 0; s < 3; s++)
+			values[2 + s] = Int64GetDatum(unkept[i].stored[s]);
+		for (int c = 5; c < kColumns; c++)
+			nulls[c] = true;
 		tuplestore_putvalues(out, desc, values, nulls);
 	}
 }

@@ -154,6 +154,14 @@ q -d guarded -c "SELECT count(*) FROM pqrun.pickup('w4')" >/dev/null
 wait_for guarded "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 5
 unset PGOPTIONS
 
+echo "-- queue_stats stays exact beyond the 4,096 (queue, job_type) pairs its counters keep"
+q -d postgres -c "CREATE DATABASE kinds" >/dev/null
+q -d kinds -c "CREATE EXTENSION pqrun" \
+	-c "SELECT count(pqrun.enqueue('kind' || i)) FROM generate_series(1, 4200) i" \
+	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w5', job_types => (SELECT array_agg('kind' || i) FROM generate_series(1, 4200) i), batch_size => 4200)" >/dev/null
+got=$(q -d kinds -c "SELECT sum(done) || ' done, ' || count(*) FILTER (WHERE done = 1) || ' pairs' FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
+[ "$got" = "4200 done, 4200 pairs" ] || fail "queue_stats beyond its counters: $got"
+
 echo "-- pqrun.enabled = off idles the workers"
 q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
