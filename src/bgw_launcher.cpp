@@ -15,6 +15,7 @@
 #include "bgw.hpp"
 #include "boundary.hpp"
 #include "shmem.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -130,6 +131,7 @@ Rescan(shmem::SharedState *shared)
 {
 	int n;
 	Oid *oids = DatabaseList(&n);
+	stats::KeepDatabases(oids, n);
 	TimestampTz now = GetCurrentTimestamp();
 	bool waiting = false;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);

@@ -385,6 +385,32 @@ ResetDatabase()
 }
 
 void
+KeepDatabases(const Oid *oids, int n)
+{
+	if (shared == nullptr)
+		return;
+	auto kept = [=](Oid dboid) {
+		for (int i = 0; i < n; i++)
+			if (oids[i] == dboid)
+				return true;
+		return false;
+	};
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	HASH_SEQ_STATUS scan;
+	hash_seq_init(&scan, entries);
+	Entry *entry;
+	while ((entry = static_cast<Entry *>(hash_seq_search(&scan))) != nullptr)
+		if (!kept(entry->key.dboid))
+			hash_search(entries, &entry->key, HASH_REMOVE, nullptr);
+	/* A database created since `oids` were read may lose its counters here:
+	 * not ready, its next read rebuilds the stored counts from the tables. */
+	for (int i = shared->nready - 1; i >= 0; i--)
+		if (!kept(shared->ready[i]))
+			SetReady(shared->ready[i], false);
+	LWLockRelease(shared->lock);
+}
+
+void
 Report(Tuplestorestate *out, TupleDesc desc)
 {
 	constexpr int kColumns = 11;

@@ -37,6 +37,10 @@ void OnSubAbort();
  * CREATE EXTENSION). */
 void ResetDatabase();
 
+/* KeepDatabases gives back the counters of databases not among the `n`
+ * in `oids` (dropped ones); the launcher calls it after each scan. */
+void KeepDatabases(const Oid *oids, int n);
+
 /* Rows of pqrun._queue_counters() for this database, rebuilding first if
  * needed. SPI must be connected. */
 void Report(Tuplestorestate *out, TupleDesc desc);

@@ -162,6 +162,23 @@ q -d kinds -c "CREATE EXTENSION pqrun" \
 got=$(q -d kinds -c "SELECT sum(done) || ' done, ' || count(*) FILTER (WHERE done = 1) || ' pairs' FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
 [ "$got" = "4200 done, 4200 pairs" ] || fail "queue_stats beyond its counters: $got"
 
+echo "-- the counters of a dropped database are given back"
+q -d postgres -c "DROP DATABASE kinds" -c "CREATE DATABASE kinds2" >/dev/null
+q -d kinds2 -c "CREATE EXTENSION pqrun"
+# The launcher gives them back after its next scan of pg_database (every
+# 10 s); until then a new pair gets no counter and shows no activity.
+freed=
+for i in $(seq 40); do
+	q -d kinds2 -c "SELECT pqrun.enqueue('probe$i')" >/dev/null
+	[ "$(q -d kinds2 -c "SELECT enqueued_last_5min FROM pqrun.queue_stats WHERE job_type = 'probe$i'")" = 1 ] && freed=1 && break
+	sleep 0.5
+done
+[ -n "$freed" ] || fail "the counters of a dropped database were not given back within 20 s"
+# one transaction per job (a transaction counts at most 64 pairs)
+for i in $(seq 3000); do echo "SELECT pqrun.enqueue('kind$i');"; done | q -d kinds2 >/dev/null
+got=$(q -d kinds2 -c "SELECT count(enqueued_last_5min) FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
+[ "$got" = 3000 ] || fail "pairs with counters after the drop: $got of 3000"
+
 echo "-- pqrun.enabled = off idles the workers"
 q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
