@@ -488,21 +488,16 @@ namespace {
  * made before 0.5.0), is still there. A live process id alone does not say
  * so: ids are reused, and a server restarted after a crash (in a fresh
  * container, after a reboot) or a restored dump often has a backend with the
- * very id the holder had. `statuses_read` starts false: the first call
- * takes a fresh snapshot of the backend status table, newer than the job
- * rows already read (an older one could show an earlier process with the
- * id and rescue a held job). */
+ * very id the holder had. The caller has read the job rows before this
+ * transaction's snapshot of the backend status table is taken (an older one
+ * could show an earlier process with the id and rescue a held job). */
 bool
-HolderAlive(int32 pid, Datum started, bool started_null, bool *statuses_read)
+HolderAlive(int32 pid, Datum started, bool started_null)
 {
 	if (BackendPidGetProc(pid) == nullptr)
 		return false;
 	if (started_null)
 		return true;
-	if (!*statuses_read) {
-		pgstat_clear_backend_activity_snapshot();
-		*statuses_read = true;
-	}
 	int n = pgstat_fetch_stat_numbackends();
 	for (int i = 1; i <= n; i++) {
 		LocalPgBackendStatus *local = compat::LocalBackendStatus(i);
@@ -526,13 +521,14 @@ RescueOrphans()
 	bool *started_null = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
 	char **fifo_keys = static_cast<char **>(palloc(sizeof(char *) * (n + 1)));
 	uint64 orphans = 0;
-	bool statuses_read = false;
+	/* Taken again at the first lookup, after the rows above. */
+	pgstat_clear_backend_activity_snapshot();
 	for (uint64 i = 0; i < n; i++) {
 		bool isnull;
 		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
 		bool no_start;
 		Datum start = Col(i, 4, &no_start);
-		if (HolderAlive(pid, start, no_start, &statuses_read))
+		if (HolderAlive(pid, start, no_start))
 			continue;
 		started[orphans] = start;
 		started_null[orphans] = no_start;
