@@ -23,7 +23,8 @@ BEGIN
   RETURN CASE WHEN live_updates() = before THEN 'direct' ELSE 'sql' END;
 END $$;
 
--- 1. Which jobs go which way.
+-- 1. Which jobs go which way: only READ COMMITTED inserts directly
+-- (direct_rows::OpenTables).
 SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS plain,
        path_of($$SELECT pqrun.enqueue('later', run_after => now() + interval '1 hour')$$) AS delayed,
        path_of($$SELECT pqrun.enqueue('keyed', dedupe_key => 'k1')$$) AS keyed,
@@ -74,9 +75,8 @@ DROP EXTENSION amcheck;
 -- The directly inserted jobs are picked up in priority order.
 SELECT job_type, priority FROM pqrun.pickup('w', job_types => '{cmp}', batch_size => 10);
 
--- 3. A column an operator adds gets its default: a constant one directly,
--- a changed one at once, one that calls the operator's own function
--- through SQL.
+-- 3. A column an operator adds gets its default, whatever it is: any
+-- column pqrun did not create sends the insert through SQL.
 ALTER TABLE pqrun.job_live ADD COLUMN tenant text NOT NULL DEFAULT 'acme';
 SELECT path_of($$SELECT pqrun.enqueue('tenant1')$$) AS constant_default;
 ALTER TABLE pqrun.job_live ALTER COLUMN tenant SET DEFAULT 'globex';

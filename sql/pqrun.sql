@@ -377,9 +377,21 @@ CREATE FUNCTION pqrun._backend_started() RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'pqrun_backend_started' LANGUAGE c STABLE PARALLEL SAFE;
 REVOKE ALL ON FUNCTION pqrun._backend_started() FROM PUBLIC;
 
+/* Every grant_* function refuses what names no role (NULL, 0::regrole)
+ * with 22023, instead of building a broken GRANT. */
+CREATE FUNCTION pqrun._require_role(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF role IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role) THEN
+		RAISE EXCEPTION 'role must name an existing role' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END $$;
+REVOKE ALL ON FUNCTION pqrun._require_role(regrole) FROM PUBLIC;
+
 CREATE FUNCTION pqrun.grant_producer(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+	PERFORM pqrun._require_role(role);
 	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
 	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
@@ -389,6 +401,7 @@ END $$;
 CREATE FUNCTION pqrun.grant_worker(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+	PERFORM pqrun._require_role(role);
 	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
 	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
 	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
@@ -406,6 +419,7 @@ END $$;
 CREATE FUNCTION pqrun.grant_monitor(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+	PERFORM pqrun._require_role(role);
 	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
 	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.workers, pqrun.health TO %s', role);
 	IF to_regclass('pqrun.periodic') IS NOT NULL THEN

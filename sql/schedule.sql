@@ -196,11 +196,11 @@ SELECT pqrun.cron_next('0 0 31 4,6,9,11 *', '2026-03-15');
 SELECT pqrun.cron_next('* * * * *', 'infinity');
 SELECT pqrun.cron_next('* * * * *', '-infinity');
 SELECT pqrun.cron_next('0 0 1 1 *', '290000-01-01');
+-- an unknown zone is refused when set, as the server's TimeZone is (it used
+-- to be accepted and failed every schedule later)
 SET pqrun.cron_timezone = 'No/Such_Zone';
-SELECT pqrun.cron_next('* * * * *', '2026-03-15');
 SET pqrun.cron_timezone = '';
-SELECT pqrun.cron_next('* * * * *', '2026-03-15');
-RESET pqrun.cron_timezone;
+SHOW pqrun.cron_timezone;
 \set VERBOSITY default
 -- the messages name the field and quote the token
 SELECT pqrun.cron_next('61 * * * *', '2026-03-15');
@@ -209,8 +209,6 @@ SELECT pqrun.cron_next('0 0 * JAN-FOO *', '2026-03-15');
 SELECT pqrun.cron_next('0 0 1-32 * *', '2026-03-15');
 SELECT pqrun.cron_next('0 0 30 2 *', '2026-03-15');
 SET pqrun.cron_timezone = 'No/Such_Zone';
-SELECT pqrun.cron_next('* * * * *', '2026-03-15');
-RESET pqrun.cron_timezone;
 
 -- 4. schedule() validation: 22023 (54000 for a payload over the limit), and
 -- nothing is written.
@@ -235,9 +233,6 @@ SELECT pqrun.schedule('s', 'job', run_every => '1 hour', active => NULL);
 SET pqrun.max_payload_bytes = 16;
 SELECT pqrun.schedule('s', 'job', run_every => '1 hour', payload => '{"much": "too long for the limit"}');
 RESET pqrun.max_payload_bytes;
-SET pqrun.cron_timezone = 'No/Such_Zone';
-SELECT pqrun.schedule('s', 'job', cron => '0 0 * * *');
-RESET pqrun.cron_timezone;
 SELECT pqrun.unschedule(NULL);
 SELECT pqrun.unschedule('s', NULL);
 \set VERBOSITY default
@@ -412,12 +407,6 @@ BEGIN;
 UPDATE pqrun.periodic SET cron = 'every night', next_run = now() - interval '1 minute' WHERE name = 'yearly';
 SELECT pqrun._fire_due_schedules() AS fired;
 SELECT next_run = now() + interval '1 minute' AS retry_in_a_minute FROM pqrun.periodic WHERE name = 'yearly';
-ROLLBACK;
--- an unknown pqrun.cron_timezone does not stop the round either
-BEGIN;
-SET LOCAL pqrun.cron_timezone = 'No/Such_Zone';
-UPDATE pqrun.periodic SET next_run = now() - interval '1 minute' WHERE name = 'hourly';
-SELECT pqrun._fire_due_schedules() AS fired;
 ROLLBACK;
 SELECT job_type, count(*) FROM pqrun.jobs WHERE job_type LIKE 'job.%' GROUP BY job_type ORDER BY job_type;
 

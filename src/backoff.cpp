@@ -22,6 +22,7 @@ struct Unit {
 };
 
 constexpr int64_t kSecond = 1000000;
+constexpr int64_t kMaxStepUs = 36525LL * 86400 * kSecond; /* 100 years */
 constexpr Unit kUnits[] = {
 	{"us", 1},
 	{"ms", 1000},
@@ -65,22 +66,21 @@ ParseStep(std::string_view item, int64_t *us)
 	if (digits == 0)
 		return false;
 	std::string_view unit = Trim(item.substr(digits));
-	if (unit.empty()) {
-		*us = number * kSecond;
-		return true;
-	}
+	int64_t per = unit.empty() ? kSecond : 0;
 	for (const Unit &u : kUnits) {
-		if (unit.size() != std::char_traits<char>::length(u.name))
+		if (per != 0 || unit.size() != std::char_traits<char>::length(u.name))
 			continue;
 		bool same = true;
 		for (size_t i = 0; i < unit.size() && same; i++)
 			same = tolower(static_cast<unsigned char>(unit[i])) == u.name[i];
-		if (same) {
-			*us = number * u.us;
-			return true;
-		}
+		if (same)
+			per = u.us;
 	}
-	return false;
+	/* A retry's run_after must stay a valid timestamp. */
+	if (per == 0 || number > kMaxStepUs / per)
+		return false;
+	*us = number * per;
+	return true;
 }
 
 } // namespace
@@ -102,7 +102,8 @@ Parse(std::string_view text, Schedule *out, char *error, int error_len) noexcept
 		}
 		if (!ParseStep(item, &out->step_us[out->count])) {
 			std::string_view bad = Trim(item);
-			snprintf(error, error_len, "invalid duration \"%.*s\" (expected a number with a unit such as 30s, 5min, 2h)",
+			snprintf(error, error_len,
+			         "invalid duration \"%.*s\" (expected a number with a unit such as 30s, 5min, 2h, at most 100 years)",
 			         static_cast<int>(bad.size()), bad.data());
 			return false;
 		}

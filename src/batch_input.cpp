@@ -37,12 +37,40 @@ RequireIntegral(Numeric number, int element, const char *key, const char *what)
 		RaiseInvalid(element, psprintf("\"%s\" must be %s, not %s", key, what, text));
 }
 
+/* AsInvalid runs the conversion `convert` and raises what it raises (an
+ * integer out of range, a malformed timestamp) as 22023 naming the element
+ * and key, as every other bad element is reported. The statement fails
+ * either way: the error is only re-labelled. */
+template <typename Convert>
+Datum
+AsInvalid(int element, const char *key, Convert convert)
+{
+	MemoryContext context = CurrentMemoryContext;
+	volatile Datum result = Datum(0);
+	ErrorData *volatile edata = nullptr;
+	PG_TRY();
+	{
+		result = convert();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata != nullptr)
+		RaiseInvalid(element, psprintf("\"%s\": %s", key, edata->message));
+	return result;
+}
+
 Datum
 NumericToInt4(const JsonbValue &value, int element, const char *key)
 {
 	ExpectType(value, jbvNumeric, element, key, "an integer");
 	RequireIntegral(value.val.numeric, element, key, "an integer");
-	return DirectFunctionCall1(numeric_int4, NumericGetDatum(value.val.numeric));
+	Numeric number = value.val.numeric;
+	return AsInvalid(element, key, [number] { return DirectFunctionCall1(numeric_int4, NumericGetDatum(number)); });
 }
 
 Datum
@@ -57,7 +85,10 @@ ToTimestamptz(const JsonbValue &value, int element, const char *key)
 {
 	ExpectType(value, jbvString, element, key, "a timestamp string");
 	char *text = pnstrdup(value.val.string.val, value.val.string.len);
-	return DirectFunctionCall3(timestamptz_in, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	return AsInvalid(element, key, [text] {
+		return DirectFunctionCall3(timestamptz_in, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid),
+		                           Int32GetDatum(-1));
+	});
 }
 
 Datum
@@ -73,7 +104,8 @@ ToInt8Array(const JsonbValue &value, int element, const char *key)
 		if (item == nullptr || item->type != jbvNumeric)
 			RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
 		RequireIntegral(item->val.numeric, element, key, "an array of job ids");
-		ids[i] = DirectFunctionCall1(numeric_int8, NumericGetDatum(item->val.numeric));
+		Numeric number = item->val.numeric;
+		ids[i] = AsInvalid(element, key, [number] { return DirectFunctionCall1(numeric_int8, NumericGetDatum(number)); });
 	}
 	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

@@ -80,12 +80,15 @@ AskedToStepAside()
  * postgresql.conf apply to this worker as to any session. Those meant for
  * application sessions must not stop maintenance: a read-only default fails
  * every round, a statement, lock or idle timeout cuts rounds short, and
- * SERIALIZABLE makes them fail against concurrent transactions. As
- * autovacuum does, this process overrides them. */
+ * SERIALIZABLE makes them fail against concurrent transactions. A
+ * search_path is worse: the worker runs as the bootstrap superuser, and the
+ * database's owner could put operators of its own in front of pg_catalog's.
+ * As autovacuum does, this process overrides them. */
 void
 OverrideSessionDefaults()
 {
 	static const char *const kSettings[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
 		{"default_transaction_read_only", "off"},
 		{"default_transaction_isolation", "read committed"},
 		{"statement_timeout", "0"},

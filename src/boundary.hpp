@@ -125,6 +125,11 @@ PgCall(Call &&call) -> decltype(call())
 	}
 }
 
+/* Keys that go into a btree (dedupe_key, fifo_key, a schedule's name and
+ * key) are at most this long, well under btree's row limit (54000 with a
+ * message about index rows otherwise). */
+constexpr int kMaxKeyBytes = 1000;
+
 /* RaiseInvalid reports a bad argument value (SQLSTATE 22023). */
 [[noreturn]] inline void
 RaiseInvalid(const char *message)

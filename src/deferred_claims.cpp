@@ -86,14 +86,15 @@ UuidArray(const pg_uuid_t *tokens, int n)
 }
 
 /* WriteBySql runs the claim UPDATE for `d` as the role that made the claims
- * (the current user may not write pqrun's tables). */
+ * (the current user may not write pqrun's tables), restricted as
+ * maintenance commands run table owners' code. */
 void
 WriteBySql(const Batch *d)
 {
 	Oid user;
 	int sec_context;
 	GetUserIdAndSecContext(&user, &sec_context);
-	SetUserIdAndSecContext(d->owner, sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(d->owner, sec_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	spi::Connect();
 	const Claims &c = d->claims;
 	Datum values[4] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
@@ -114,8 +115,11 @@ Write(const Batch *d)
 	bool own_snapshot = !ActiveSnapshotSet();
 	if (own_snapshot)
 		PushActiveSnapshot(GetTransactionSnapshot());
+	/* The caller's search_path, not the pickup's pinned one, is in force. */
+	int nest_level = guc::PinSearchPath();
 	if (!direct_claim::Write(d->claims, d->at, d->worker, d->namespace_id))
 		WriteBySql(d);
+	guc::Unpin(nest_level);
 	if (own_snapshot)
 		PopActiveSnapshot();
 	/* Writing claims is claiming: a transaction that did nothing else still

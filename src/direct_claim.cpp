@@ -75,12 +75,10 @@ ClaimRow(const Columns &c, const deferred_claims::Claims &claims, int i, Timesta
 bool
 Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker, Oid namespace_id)
 {
-	if (IsolationIsSerializable() || XactReadOnly || IsInParallelMode())
+	Tables tables;
+	if (!OpenTables(namespace_id, RowExclusiveLock, &tables))
 		return false;
-	Relation live = OpenPlain(namespace_id, "job_live");
-	if (live == nullptr)
-		return false;
-	CheckCmdReplicaIdentity(live, CMD_UPDATE);
+	Relation live = tables.live;
 	Columns columns = FindColumns(live);
 	RowWriter writer(live);
 	TupleTableSlot *old_slot = table_slot_create(live, nullptr);
@@ -112,7 +110,7 @@ Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker,
 	ExecDropSingleTupleTableSlot(new_slot);
 	ExecDropSingleTupleTableSlot(old_slot);
 	writer.Close();
-	table_close(live, NoLock);
+	tables.Close();
 	return true;
 }
 

@@ -7,10 +7,9 @@
  * the update itself, so the common case updates the rows with the table
  * access method, as logical replication applies an update: the new version
  * is checked against job_live's constraints and given its index entries as
- * the executor would. When job_live has what only the executor honours
- * (direct_rows::PlainTable), or the transaction is SERIALIZABLE (the SQL
- * path's reads take predicate locks), read-only or in parallel mode, nothing
- * is written here and the SQL path writes the claims.
+ * the executor would. Where direct_rows::OpenTables declines (what only
+ * the executor enforces: see there), nothing is written here and the SQL
+ * path writes the claims.
  */
 #pragma once
 

@@ -116,16 +116,14 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 bool
 Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 {
-	if (IsolationIsSerializable() || XactReadOnly || IsInParallelMode())
+	Tables tables;
+	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables))
 		return false;
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	Relation live = OidIsValid(namespace_id) ? OpenPlain(namespace_id, "job_live") : nullptr;
-	if (live == nullptr)
-		return false;
+	Relation live = tables.live;
 	Layout layout;
 	ExprState *const *defaults = expr_cache::Defaults(live);
 	if (defaults == nullptr || !FindLayout(live, &layout)) {
-		table_close(live, NoLock);
+		tables.Close();
 		return false;
 	}
 	TupleDesc desc = RelationGetDescr(live);
@@ -148,7 +146,7 @@ Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	writer.Close();
-	table_close(live, NoLock);
+	tables.Close();
 	return true;
 }
 

@@ -7,11 +7,9 @@
  * columns pqrun does not set get their defaults (kept compiled per backend,
  * expr_cache.hpp), the row is checked against job_live's constraints and
  * given its index entries as the executor would. Nothing is written here,
- * and the SQL path inserts, when job_live has what only the executor
- * honours (direct_rows::PlainTable), a column's type is not the one pqrun
- * gave it, a default calls more than built-in functions, or the
- * transaction is SERIALIZABLE (the executor takes predicate locks),
- * read-only or in parallel mode.
+ * and the SQL path inserts, where direct_rows::OpenTables declines (what
+ * only the executor enforces: see there) or a default calls more than
+ * built-in functions.
  */
 #pragma once
 

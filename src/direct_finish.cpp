@@ -222,28 +222,6 @@ MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, 
 		simple_heap_delete(live, &taken.claims.ctids[first + j]);
 }
 
-/* Both tables of pqrun's schema, opened for writing, when this path may
- * write them. */
-struct Tables {
-	Relation live = nullptr;
-	Relation done = nullptr;
-
-	bool Open(Oid namespace_id)
-	{
-		live = OpenPlain(namespace_id, "job_live");
-		done = live ? OpenPlain(namespace_id, "job_done") : nullptr;
-		return done != nullptr;
-	}
-
-	void Close()
-	{
-		if (done)
-			table_close(done, NoLock);
-		if (live)
-			table_close(live, NoLock);
-	}
-};
-
 /* LiveIdIndex opens job_live's primary key if it is the plain index on id
  * this path assumes, else answers nullptr. */
 Relation
@@ -309,7 +287,6 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 		if (lease && (ln[layout.live_lease_token - 1] ||
 		              memcmp(DatumGetUUIDP(lv[layout.live_lease_token - 1]), lease, UUID_LEN) != 0))
 			return false;
-		CheckCmdReplicaIdentity(tables.live, CMD_DELETE);
 		TM_FailureData tmfd;
 		TM_Result result = table_tuple_delete(tables.live, &live_slot->tts_tid, GetCurrentCommandId(true),
 		                                      InvalidSnapshot, InvalidSnapshot, true, &tmfd, false);
@@ -354,15 +331,10 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 int
 FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 {
-	/* Under SERIALIZABLE the SQL path's reads take the predicate locks. */
 	Oid namespace_id = deferred_claims::FinishableIn();
-	if (!OidIsValid(namespace_id) || IsolationIsSerializable())
-		return 0;
 	Tables tables;
-	if (!tables.Open(namespace_id)) {
-		tables.Close();
+	if (!OidIsValid(namespace_id) || !OpenTables(namespace_id, RowExclusiveLock, &tables))
 		return 0;
-	}
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	int count = taken.claims.count;
 	if (count > 0) {
@@ -388,21 +360,12 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 bool
 FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out)
 {
-	/* Under REPEATABLE READ and SERIALIZABLE, a row changed since the
-	 * snapshot must raise a serialization failure and reads must take their
-	 * predicate locks; a read-only transaction must refuse to write: the
-	 * SQL path does all of that. */
-	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
+	Tables tables;
+	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables))
 		return false;
 	/* This path reads below the executor hook that writes deferred claims
 	 * before a query looks at the queue: the job may be one of them. */
 	deferred_claims::WriteAll();
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	Tables tables;
-	if (!OidIsValid(namespace_id) || !tables.Open(namespace_id)) {
-		tables.Close();
-		return false;
-	}
 	Layout layout = MakeLayout(tables.live, tables.done, kRunningOverrides);
 	Relation index = LiveIdIndex(tables.live, layout.live_id);
 	bool finished = false;

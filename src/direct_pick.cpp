@@ -279,18 +279,17 @@ LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Sn
 bool
 Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *count)
 {
-	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
-		return false;
 	Oid namespace_id = get_namespace_oid("pqrun", true);
-	Relation live = OidIsValid(namespace_id) ? OpenPlain(namespace_id, "job_live", RowShareLock) : nullptr;
-	if (live == nullptr)
+	Tables tables;
+	if (!OpenTables(namespace_id, RowShareLock, &tables))
 		return false;
+	Relation live = tables.live;
 	Layout layout;
 	Relation index = nullptr;
 	if (FindLayout(live, out_desc, &layout))
 		index = OpenPickIndex(namespace_id, live, layout);
 	if (index == nullptr) {
-		table_close(live, NoLock);
+		tables.Close();
 		return false;
 	}
 	/* A statement of its own, as SPI runs the pick: the claims an earlier
@@ -303,7 +302,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	*count = LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
-	table_close(live, NoLock);
+	tables.Close();
 	return true;
 }
 

@@ -9,11 +9,11 @@
  * is passed over, a row updated since the scan's snapshot is locked in its
  * newest version, which is handed out only if it still qualifies.
  *
- * When job_live has what only the executor honours (direct_rows::PlainTable)
- * or job_live_pick is not the index pqrun created, or the transaction runs
- * at REPEATABLE READ or above (where such an update is a serialization
- * failure, and SERIALIZABLE takes predicate locks), is read-only or in
- * parallel mode, nothing is locked here and the SQL statement picks.
+ * Where direct_rows::OpenTables declines (what only the executor enforces,
+ * REPEATABLE READ and above, where such an update is a serialization failure
+ * and SERIALIZABLE takes predicate locks: see there) or job_live_pick is not
+ * the index pqrun created, nothing is locked here and the SQL statement
+ * picks.
  */
 #pragma once
 

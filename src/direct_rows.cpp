@@ -5,30 +5,162 @@
 
 namespace pqrun::direct_rows {
 
-bool
-PlainTable(Relation rel)
+namespace {
+
+bool preparing = false;
+
+/* The verdict on the tables themselves (Plain, HasColumnsOf) for the last
+ * pair asked about, kept until a relcache invalidation of either: every
+ * change it depends on (a column, its type, a trigger, a rule, row security,
+ * a publication) invalidates the table's relcache entry. */
+struct Verdict {
+	Oid live;
+	Oid done;
+	bool allowed;
+};
+Verdict verdict{InvalidOid, InvalidOid, false};
+uint64 invalidations = 0; /* a verdict reached across one is not kept */
+
+void
+ForgetVerdict(Datum, Oid relid)
 {
-	/* The relcache's trigger and rule sets, not relhastriggers and
-	 * relhasrules, which stay set after the last one is dropped. A module
-	 * with ExecutorCheckPerms_hook must see every table a statement reads
-	 * or writes. */
-	return ExecutorCheckPerms_hook == nullptr && rel->rd_rel->relkind == RELKIND_RELATION &&
-	       rel->rd_rel->relam == HEAP_TABLE_AM_OID && !rel->rd_rel->relispartition && rel->trigdesc == nullptr &&
-	       (rel->rd_rules == nullptr || rel->rd_rules->numLocks == 0) && !rel->rd_rel->relrowsecurity &&
-	       !(rel->rd_att->constr && rel->rd_att->constr->has_generated_stored);
+	invalidations++;
+	if (relid == InvalidOid || relid == verdict.live || relid == verdict.done)
+		verdict = Verdict{InvalidOid, InvalidOid, false};
 }
 
-Relation
-OpenPlain(Oid namespace_id, const char *name, LOCKMODE lockmode)
+/* A column of pqrun's job tables; type InvalidOid for pqrun.job_status. */
+struct Column {
+	const char *name;
+	Oid type;
+	bool optional; /* missing until ALTER EXTENSION UPDATE */
+};
+
+constexpr Oid kJobStatus = InvalidOid;
+
+constexpr Column kLiveColumns[] = {
+	{"id", INT8OID},           {"status", kJobStatus},        {"delayed", BOOLOID},
+	{"has_dependents", BOOLOID}, {"priority", INT4OID},       {"attempts", INT4OID},
+	{"max_attempts", INT4OID}, {"timeout_seconds", INT4OID},  {"holder_pid", INT4OID},
+	{"run_after", TIMESTAMPTZOID}, {"locked_at", TIMESTAMPTZOID}, {"heartbeat_at", TIMESTAMPTZOID},
+	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID}, {"lease_token", UUIDOID},
+	{"queue", TEXTOID},        {"job_type", TEXTOID},         {"locked_by", TEXTOID},
+	{"dedupe_key", TEXTOID},   {"fifo_key", TEXTOID},         {"depends_on", INT8ARRAYOID},
+	{"last_error", TEXTOID},   {"payload", JSONBOID},         {"holder_started", TIMESTAMPTZOID, true},
+};
+
+constexpr Column kDoneColumns[] = {
+	{"id", INT8OID},           {"status", kJobStatus},        {"priority", INT4OID},
+	{"attempts", INT4OID},     {"max_attempts", INT4OID},     {"timeout_seconds", INT4OID},
+	{"duration_ms", INT4OID},  {"run_after", TIMESTAMPTZOID}, {"locked_at", TIMESTAMPTZOID},
+	{"finished_at", TIMESTAMPTZOID}, {"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID},
+	{"lease_token", UUIDOID},  {"queue", TEXTOID},            {"job_type", TEXTOID},
+	{"locked_by", TEXTOID},    {"dedupe_key", TEXTOID},       {"fifo_key", TEXTOID},
+	{"depends_on", INT8ARRAYOID}, {"outcome", TEXTOID},       {"last_error", TEXTOID},
+	{"result", JSONBOID},      {"payload", JSONBOID},
+};
+
+/* HasColumnsOf answers whether `rel` has exactly `columns` (optional ones
+ * may be missing), each of its type with no type modifier. */
+template <size_t N>
+bool
+HasColumnsOf(Relation rel, const Column (&columns)[N], Oid job_status)
 {
-	Oid relid = get_relname_relid(name, namespace_id);
-	if (!OidIsValid(relid))
-		return nullptr;
-	Relation rel = table_open(relid, lockmode);
-	if (PlainTable(rel))
-		return rel;
-	table_close(rel, NoLock);
-	return nullptr;
+	TupleDesc desc = RelationGetDescr(rel);
+	size_t required = 0, found = 0;
+	for (const Column &c : columns)
+		required += c.optional ? 0 : 1;
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (att->attisdropped)
+			continue;
+		const Column *match = nullptr;
+		for (const Column &c : columns)
+			if (strcmp(NameStr(att->attname), c.name) == 0)
+				match = &c;
+		Oid type = match == nullptr ? InvalidOid : match->type == kJobStatus ? job_status : match->type;
+		if (match == nullptr || att->atttypid != type || att->atttypmod != -1 || att->attgenerated != '\0')
+			return false;
+		found += match->optional ? 0 : 1;
+	}
+	return found == required;
+}
+
+/* Plain answers whether `rel` is a heap table with nothing only the
+ * executor honours: triggers (also foreign keys), rules, row security,
+ * generated columns, partitions, publications. The relcache's trigger and
+ * rule sets, not relhastriggers and relhasrules, which stay set after the
+ * last one is dropped. */
+bool
+Plain(Relation rel)
+{
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+	    rel->rd_rel->relispartition || rel->trigdesc != nullptr ||
+	    (rel->rd_rules != nullptr && rel->rd_rules->numLocks > 0) || rel->rd_rel->relrowsecurity ||
+	    rel->rd_rel->relforcerowsecurity || (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored))
+		return false;
+	PublicationDesc publications;
+	RelationBuildPublicationDesc(rel, &publications);
+	return !publications.pubactions.pubinsert && !publications.pubactions.pubupdate &&
+	       !publications.pubactions.pubdelete && !publications.pubactions.pubtruncate;
+}
+
+} // namespace
+
+void
+Tables::Close()
+{
+	if (done)
+		table_close(done, NoLock);
+	if (live)
+		table_close(live, NoLock);
+	done = live = nullptr;
+}
+
+bool
+OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables)
+{
+	*tables = Tables{};
+	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode() || preparing ||
+	    ExecutorCheckPerms_hook != nullptr || !OidIsValid(namespace_id))
+		return false;
+	Oid live_id = get_relname_relid("job_live", namespace_id);
+	Oid done_id = get_relname_relid("job_done", namespace_id);
+	Oid job_status = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"),
+	                                 ObjectIdGetDatum(namespace_id));
+	if (!OidIsValid(live_id) || !OidIsValid(done_id) || !OidIsValid(job_status))
+		return false;
+	tables->live = table_open(live_id, lockmode);
+	tables->done = table_open(done_id, lockmode);
+	/* Asked for after the locks: an invalidation is processed when they are
+	 * taken. */
+	if (verdict.live != live_id || verdict.done != done_id) {
+		static bool callback_registered = false;
+		if (!callback_registered) {
+			CacheRegisterRelcacheCallback(ForgetVerdict, Datum(0));
+			callback_registered = true;
+		}
+		uint64 seen = invalidations;
+		bool allowed = Plain(tables->live) && Plain(tables->done) &&
+		               HasColumnsOf(tables->live, kLiveColumns, job_status) &&
+		               HasColumnsOf(tables->done, kDoneColumns, job_status);
+		if (seen == invalidations)
+			verdict = Verdict{live_id, done_id, allowed};
+		if (allowed)
+			return true;
+		tables->Close();
+		return false;
+	}
+	if (verdict.allowed)
+		return true;
+	tables->Close();
+	return false;
+}
+
+void
+PreparingTransaction(bool is_preparing)
+{
+	preparing = is_preparing;
 }
 
 AttrNumber

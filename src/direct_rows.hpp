@@ -11,17 +11,37 @@
 
 namespace pqrun::direct_rows {
 
-/* PlainTable answers whether `rel` has nothing only the executor honours:
- * operators may add triggers, rules, row security or generated columns to
- * pqrun's tables, partition them or change their access method, and load
- * a module that sees every statement's tables (ExecutorCheckPerms_hook:
- * pgaudit's audit log, sepgsql's access control). */
-bool PlainTable(Relation rel);
+/* Tables are pqrun's two job tables, open for a write below the
+ * executor. */
+struct Tables {
+	Relation live = nullptr;
+	Relation done = nullptr;
 
-/* OpenPlain opens table `name` of schema `namespace_id` with `lockmode`
- * (for writing unless told) when it exists and is a PlainTable; else
- * answers nullptr, leaving it closed. */
-Relation OpenPlain(Oid namespace_id, const char *name, LOCKMODE lockmode = RowExclusiveLock);
+	void Close();
+};
+
+/* OpenTables is the one place that decides whether a job operation may run
+ * below the executor; every direct path (pick, claim, enqueue, finish) asks
+ * it first and takes the SQL path when it answers false, with nothing left
+ * open. It answers true, with job_live and job_done of schema
+ * `namespace_id` open with `lockmode`, only when the executor would
+ * enforce nothing the direct paths do not:
+ *  - the transaction is READ COMMITTED (REPEATABLE READ and SERIALIZABLE
+ *    need serialization failures and predicate locks), writable, not in
+ *    parallel mode and not being prepared;
+ *  - no loaded module checks every statement's tables
+ *    (ExecutorCheckPerms_hook: pgaudit's audit log, sepgsql);
+ *  - both tables are plain heap tables (no partitions, other access
+ *    methods, triggers, rules, row security or publications);
+ *  - both have exactly pqrun's columns, by name and type (so no column an
+ *    operator added, none whose type was changed or is a domain over it).
+ * CHECK and NOT NULL constraints, defaults and unique indexes the direct
+ * paths enforce themselves, as COPY does. */
+bool OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables);
+
+/* PreparingTransaction marks the transaction as being prepared (its
+ * deferred claims are then written through SQL). */
+void PreparingTransaction(bool preparing);
 
 /* FindAttNum finds a column of `rel` by name (InvalidAttrNumber if there is
  * none); RequireAttNum raises if it is missing. */

@@ -13,6 +13,7 @@
 #include "queue_internal.hpp"
 
 #include "batch_input.hpp"
+#include "boundary.hpp"
 #include "direct_enqueue.hpp"
 #include "guc.hpp"
 #include "spi_plans.hpp"
@@ -56,6 +57,14 @@ Validate(const EnqueueArgs &args, int element)
 		}
 	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
 		RaiseInvalid(element, "queue must not be empty");
+	for (EnqueueArg key : {kDedupeKey, kFifoKey})
+		if (!args.isnull[key] && toast_raw_datum_size(args.value[key]) - VARHDRSZ > kMaxKeyBytes)
+			RaiseInvalid(element, psprintf("%s must be at most %d bytes", key == kDedupeKey ? "dedupe_key" : "fifo_key",
+			                               kMaxKeyBytes));
+	/* An infinite run_after never falls due, or is overdue by an infinite
+	 * age that queue_stats cannot show. */
+	if (!args.isnull[kRunAfter] && TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(args.value[kRunAfter])))
+		RaiseInvalid(element, "run_after must be finite");
 	if (DatumGetInt32(args.value[kMaxAttempts]) < 1)
 		RaiseInvalid(element, psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])));
 	if (!args.isnull[kTimeoutSeconds] && DatumGetInt32(args.value[kTimeoutSeconds]) <= 0)

@@ -51,7 +51,41 @@ AssignBackoff(const char *newval, void *extra)
 	current_backoff = static_cast<const backoff::Schedule *>(extra);
 }
 
+/* CheckCronTimezone refuses a zone that schedules could not be evaluated
+ * in, as the server's own TimeZone setting does. */
+bool
+CheckCronTimezone(char **newval, void **extra, GucSource source)
+{
+	const char *name = *newval ? *newval : "";
+	pg_tz *tz = name[0] != '\0' ? pg_tzset(name) : nullptr;
+	if (tz == nullptr) {
+		GUC_check_errmsg("time zone \"%s\" not recognized", name);
+		return false;
+	}
+	if (!pg_tz_acceptable(tz)) {
+		GUC_check_errmsg("time zone \"%s\" appears to use leap seconds", name);
+		GUC_check_errdetail("PostgreSQL does not support leap seconds.");
+		return false;
+	}
+	return true;
+}
+
 } // namespace
+
+int
+PinSearchPath()
+{
+	int nest_level = NewGUCNestLevel();
+	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+	                        0, false);
+	return nest_level;
+}
+
+void
+Unpin(int nest_level)
+{
+	AtEOXact_GUC(true, nest_level);
+}
 
 const backoff::Schedule &
 Backoff()
@@ -80,7 +114,8 @@ Define()
 	                           nullptr, &pqrun_backoff, "1min,5min,30min,2h,6h", PGC_SUSET, 0, CheckBackoff,
 	                           AssignBackoff, nullptr);
 	DefineCustomStringVariable("pqrun.cron_timezone", gettext_noop("Time zone in which cron schedules are evaluated."),
-	                           nullptr, &pqrun_cron_timezone, "UTC", PGC_SUSET, 0, nullptr, nullptr, nullptr);
+	                           nullptr, &pqrun_cron_timezone, "UTC", PGC_SUSET, 0, CheckCronTimezone, nullptr,
+	                           nullptr);
 	DefineCustomIntVariable("pqrun.retention", gettext_noop("Finished jobs older than this are deleted (0 keeps them)."),
 	                        nullptr, &pqrun_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr,
 	                        nullptr, nullptr);
@@ -88,8 +123,9 @@ Define()
 	                        nullptr, &pqrun_max_payload_bytes, 1024 * 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE,
 	                        nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.notify", gettext_noop("Sends NOTIFY pqrun_jobs when a transaction makes jobs ready."),
-	                         gettext_noop("PostgreSQL serializes the commits of notifying transactions; turn this off "
-	                                      "where nothing LISTENs (long polls are woken without it)."),
+	                         gettext_noop("Any role that can connect to the database can LISTEN and read the queue "
+	                                      "names, and PostgreSQL serializes the commits of notifying transactions; "
+	                                      "long polls are woken without it."),
 	                         &pqrun_notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.synchronous_pickup",
 	                         gettext_noop("Makes a transaction that did nothing but claim jobs wait for its commit to "

@@ -23,6 +23,16 @@ namespace pqrun::guc {
 /* Define registers every pqrun.* setting; called once from _PG_init. */
 void Define();
 
+/* PinSearchPath sets search_path to pg_catalog, pg_temp for what runs with
+ * the extension owner's rights on a caller's behalf, outside the SECURITY
+ * DEFINER functions that pin it themselves (deferred claims written at a
+ * query's start or at commit): the caller's own path could put its
+ * operators and functions in front of pg_catalog's. Answers the GUC nesting
+ * level to give Unpin on success; an error unwinds it with the
+ * (sub)transaction. */
+int PinSearchPath();
+void Unpin(int nest_level);
+
 /* Backoff is the parsed pqrun.backoff currently in effect. */
 const backoff::Schedule &Backoff();
 

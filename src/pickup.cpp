@@ -12,6 +12,7 @@
 #include "boundary.hpp"
 #include "deferred_claims.hpp"
 #include "direct_pick.hpp"
+#include "guc.hpp"
 #include "pickup_commit.hpp"
 #include "queue.hpp"
 #include "queue_internal.hpp"
@@ -33,9 +34,22 @@ struct ClaimReceiver {
 	DestReceiver pub; /* first: the executor sees only this */
 	Tuplestorestate *out;
 	TupleDesc out_desc;
-	deferred_claims::Claims *locked; /* room for the batch when given */
+	deferred_claims::Claims *locked; /* the claims gathered, when given */
+	int capacity;                    /* room in `locked` */
 	wake::PickKey last;              /* pickup key of the last row */
 };
+
+/* Grow doubles the room in `c` from `capacity` entries. */
+void
+Grow(deferred_claims::Claims *c, int *capacity)
+{
+	int more = *capacity > INT_MAX / 4 ? INT_MAX / 2 : *capacity * 2;
+	c->ids = static_cast<int64 *>(repalloc(c->ids, sizeof(int64) * more));
+	c->tokens = static_cast<pg_uuid_t *>(repalloc(c->tokens, sizeof(pg_uuid_t) * more));
+	c->in_fifo = static_cast<bool *>(repalloc(c->in_fifo, sizeof(bool) * more));
+	c->ctids = static_cast<ItemPointerData *>(repalloc(c->ctids, sizeof(ItemPointerData) * more));
+	*capacity = more;
+}
 
 void
 ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
@@ -43,11 +57,14 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
 	/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at,
 	 * 13 lease_token, 15 fifo_key */
+	const char *queue = TextDatumGetCString(values[1]);
+	const char *job_type = TextDatumGetCString(values[2]);
 	r->last = wake::KeyOf(DatumGetInt32(values[5]), DatumGetInt64(values[0]));
-	wake::NoteClaimed(r->last);
-	stats::PickedUp(TextDatumGetCString(values[1]), TextDatumGetCString(values[2]),
-	                (DatumGetTimestampTz(values[10]) - DatumGetTimestampTz(values[8])) / 1000);
+	wake::NoteClaimed(r->last, queue, job_type);
+	stats::PickedUp(queue, job_type, (DatumGetTimestampTz(values[10]) - DatumGetTimestampTz(values[8])) / 1000);
 	if (deferred_claims::Claims *locked = r->locked) {
+		if (locked->count == r->capacity)
+			Grow(locked, &r->capacity);
 		int i = locked->count++;
 		locked->ids[i] = DatumGetInt64(values[0]);
 		locked->tokens[i] = *DatumGetUUIDP(values[12]);
@@ -87,18 +104,20 @@ namespace pqrun::queue {
 namespace {
 
 /* PickInto runs the pick `stmt` into `out`, gathering the rows into
- * `locked` (with room for `capacity`) when given, and answers how many it
- * claimed and, in `last` when given, the pickup key of the last one. A
- * locking pick is made by direct_pick.hpp unless it declines. */
+ * `locked` when given, and answers how many it claimed and, in `last` when
+ * given, the pickup key of the last one. A locking pick is made by
+ * direct_pick.hpp unless it declines. The room for the claims grows with
+ * them: a batch size says how many at most, not how many there are. */
 uint64
 PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-         deferred_claims::Claims *locked, int32 capacity, wake::PickKey *last)
+         deferred_claims::Claims *locked, wake::PickKey *last)
 {
+	int capacity = 16;
 	if (locked) {
-		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * (capacity + 1)));
-		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * (capacity + 1)));
-		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * (capacity + 1)));
-		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * (capacity + 1)));
+		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * capacity));
+		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * capacity));
+		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * capacity));
+		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * capacity));
 		locked->count = 0;
 	}
 	ClaimReceiver receiver{};
@@ -110,6 +129,7 @@ PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tupl
 	receiver.out = out;
 	receiver.out_desc = out_desc;
 	receiver.locked = locked;
+	receiver.capacity = capacity;
 	receiver.last = wake::PickKey{INT64_MAX, INT64_MAX};
 	uint64 n = 0;
 	bool direct = false;
@@ -159,7 +179,7 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 	values[4] = Int64GetDatum(start.neg_priority);
 	values[5] = Int64GetDatum(start.id);
 	wake::PickKey last;
-	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, batch_size, &last);
+	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, &last);
 	/* Everything an unfiltered pickup passed on its way to its last claim is
 	 * claimed, dead or held by someone whose rollback lowers the hint again. */
 	if (hinted && n > 0 && (stmt == Stmt::kPick || stmt == Stmt::kLockPick))
@@ -171,7 +191,7 @@ ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tup
 		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
 		                       TimestampTzGetDatum(GetCurrentTimestamp())};
 		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
-		n += PickInto(Stmt::kPickDue, due_values, due_nulls, out, out_desc, nullptr, 0, nullptr);
+		n += PickInto(Stmt::kPickDue, due_values, due_nulls, out, out_desc, nullptr, nullptr);
 	}
 	return n;
 }
@@ -193,7 +213,8 @@ SleepMs(bool registered, TimestampTz deadline)
 		if (due > now && due < until)
 			until = due;
 	}
-	long ms = (until - now + 999) / 1000;
+	/* The latch wait takes an int of milliseconds: look again hourly. */
+	long ms = Min((until - now + 999) / 1000, 3600L * 1000);
 	return ms < 0 ? 0 : ms;
 }
 
@@ -223,10 +244,30 @@ ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate 
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
+	volatile uint64 n = 0;
 	BeginInternalSubTransaction(nullptr);
 	MemoryContextSwitchTo(context);
-	uint64 n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, worker_id)
-	                 : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+	PG_TRY();
+	{
+		n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, worker_id)
+		          : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+	}
+	PG_CATCH();
+	{
+		/* A cancel, a timeout or any other error inside the look: the
+		 * subtransaction is ours to roll back. Left open, it would outlive
+		 * the statement and leave the session in an aborted transaction
+		 * (25P02 for its next statement, behind a pooler for the next
+		 * client). */
+		MemoryContextSwitchTo(context);
+		ErrorData *edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(context);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 	if (n > 0)
 		ReleaseCurrentSubTransaction();
 	else
@@ -248,12 +289,16 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	bool registered = wake::Register(job_types, queues);
+	volatile bool found = false;
 	PG_TRY();
 	{
 		for (bool waited = false;; waited = true) {
 			if (registered)
 				wake::PrepareCheck();
-			long sleep_ms = look(waited) ? 0 : SleepMs(registered, deadline);
+			found = look(waited);
+			if (registered)
+				wake::LookDone();
+			long sleep_ms = found ? 0 : SleepMs(registered, deadline);
 			before_sleep();
 			if (sleep_ms <= 0)
 				break;
@@ -264,8 +309,10 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 	}
 	PG_FINALLY();
 	{
+		/* A waiter woken for a job it did not take (cancelled, timed out,
+		 * failed) passes the wake-up on. */
 		if (registered)
-			wake::Unregister();
+			wake::Unregister(found);
 	}
 	PG_END_TRY();
 }
@@ -277,8 +324,11 @@ LearnNextDue(TimestampTz seen)
 {
 	bool isnull = true;
 	Datum next = Datum(0);
+	/* What it learns is shared with every waiter of the database. */
+	int nest_level = guc::PinSearchPath();
 	if (Exec(Stmt::kNextDelayed, nullptr, nullptr, SPI_OK_SELECT) > 0)
 		next = Col(0, 1, &isnull);
+	guc::Unpin(nest_level);
 	TimestampTz due = isnull ? DT_NOEND : DatumGetTimestampTz(next);
 	wake::ReplaceNextDue(seen, due);
 	return due;
@@ -288,6 +338,13 @@ uint64
 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
        Tuplestorestate *out, TupleDesc out_desc)
 {
+	/* Its snapshot could never show a job committed during the wait. */
+	if (wait_ms > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("a waiting pickup needs a READ COMMITTED transaction"),
+		                errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
+		                          "it waits."),
+		                errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
 	bool defer = deferred_claims::ShouldDefer();
 	Stmt stmt = defer ? (job_types ? (queues ? Stmt::kLockPickTypesQueues : Stmt::kLockPickTypes)
 	                               : (queues ? Stmt::kLockPickQueues : Stmt::kLockPick))
@@ -323,8 +380,13 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 		         Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
 		                            TimestampTzGetDatum(GetCurrentTimestamp())};
 		         char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+		         /* await_jobs runs as its caller (it commits, so it cannot be
+		          * SECURITY DEFINER); a superuser caller must still not run
+		          * the operators of whoever set the database's search_path. */
+		         int nest_level = guc::PinSearchPath();
 		         Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
 		         ready = ColBool(0, 1);
+		         guc::Unpin(nest_level);
 		         return ready;
 	         },
 	         /* Commit before sleeping: no snapshot is held while waiting. */

@@ -16,6 +16,7 @@
 
 #include "boundary.hpp"
 #include "deferred_claims.hpp"
+#include "direct_rows.hpp"
 #include "guc.hpp"
 
 namespace pqrun::pickup_commit {
@@ -40,13 +41,16 @@ OnXactEvent(XactEvent event)
 			                        false);
 		break;
 	case XACT_EVENT_PRE_PREPARE:
+		direct_rows::PreparingTransaction(true);
 		deferred_claims::WriteAll();
+		direct_rows::PreparingTransaction(false);
 		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
+		direct_rows::PreparingTransaction(false);
 		claims_end = InvalidXLogRecPtr;
 		deferred_claims::Forget();
 		break;

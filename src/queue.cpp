@@ -12,7 +12,10 @@
  *    remaining edges, with a snapshot taken after the lock was granted;
  *  - everything that changes a FIFO group's membership or head holds the
  *    group's transaction-level advisory lock first;
- *  - so the order is always: group lock, then dependency edges, then rows.
+ *  - so the order is always: group lock, then dependency edges, then rows;
+ *  - rows are locked in id order wherever one transaction locks several
+ *    (dependents, stale and orphaned jobs, the backstops), so that two
+ *    transactions never wait for each other's rows (40P01).
  */
 #include "queue.hpp"
 #include "queue_internal.hpp"
@@ -194,6 +197,7 @@ AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *f
 	if (has_dependents) {
 		Datum values[1] = {Int64GetDatum(job_id)};
 		IdList dependents = CopyIds(Exec(Stmt::kTakeDependents, values, nullptr, SPI_OK_DELETE_RETURNING), false);
+		qsort(dependents.ids, dependents.count, sizeof(int64), CompareIds);
 		bool done = IsStatus(status, "DONE");
 		char *reason = done ? nullptr : psprintf("dependency %lld ended %s", (long long)job_id, status);
 		for (uint64 i = 0; i < dependents.count; i++) {
@@ -355,6 +359,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 		char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
 		collect(Exec(Stmt::kFinishRunningBatch, values, nulls, SPI_OK_SELECT));
 	}
+	qsort(with_dependents.ids, with_dependents.count, sizeof(int64), CompareIds);
 	for (uint64 i = 0; i < with_dependents.count; i++)
 		AfterFinish(with_dependents.ids[i], "DONE", true, nullptr);
 
@@ -370,15 +375,18 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	return n;
 }
 
+/* ClipError cuts an error or reason kept in last_error to kMaxErrorChars
+ * characters. */
+const char *
+ClipError(const char *error)
+{
+	return error ? pnstrdup(error, pg_mbcharcliplen(error, strlen(error), kMaxErrorChars)) : nullptr;
+}
+
 const char *
 MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
 {
-	if (retry_after && retry_after->time < 0 && retry_after->day <= 0 && retry_after->month <= 0)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("retry_after must not be negative")));
-	if (error) {
-		int bytes = pg_mbcharcliplen(error, strlen(error), kMaxErrorChars);
-		error = pnstrdup(error, bytes);
-	}
+	error = ClipError(error);
 	Datum values[3] = {Int64GetDatum(job_id), lease, BoolGetDatum(false)};
 	char nulls[4] = {' ', has_lease ? ' ' : 'n', ' ', '\0'};
 	if (Exec(Stmt::kLockRunning, values, nulls, SPI_OK_SELECT) == 0) {
@@ -443,7 +451,7 @@ Cancel(int64 job_id, const char *reason)
 	char *status = JobState(job_id);
 	if (IsStatus(status, "DONE") || IsStatus(status, "FAILED") || IsStatus(status, "CANCELLED"))
 		return false;
-	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? reason : "cancelled");
+	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? ClipError(reason) : "cancelled");
 }
 
 bool

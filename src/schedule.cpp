@@ -15,6 +15,7 @@
  * hands back plain data).
  */
 #include "schedule.hpp"
+#include "boundary.hpp"
 
 #include "cron_zone.hpp"
 #include "guc.hpp"
@@ -337,6 +338,11 @@ CheckRunEvery(const Interval *every)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("run_every must be positive, not \"%s\"",
 		                       DatumGetCString(DirectFunctionCall1(interval_out, PointerGetDatum(every))))));
+	/* Its runs must stay valid timestamps. */
+	Interval century{};
+	century.day = 36525;
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, PointerGetDatum(every), PointerGetDatum(&century))) > 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("run_every must be at most 100 years")));
 }
 
 TimestampTz
@@ -399,6 +405,9 @@ Validate(const ScheduleArgs &args)
 			RaiseInvalid(psprintf("%s must not be null", kNames[required]));
 	if (IsEmptyText(args.value[kQueue]))
 		RaiseInvalid("queue must not be empty");
+	for (ScheduleArg key : {kName, kKey})
+		if (toast_raw_datum_size(args.value[key]) - VARHDRSZ > kMaxKeyBytes)
+			RaiseInvalid(psprintf("%s must be at most %d bytes", kNames[key], kMaxKeyBytes));
 	Size payload_bytes = toast_raw_datum_size(args.value[kPayload]) - VARHDRSZ;
 	if (payload_bytes > static_cast<Size>(pqrun_max_payload_bytes))
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -262,7 +262,8 @@ const StmtDef kStmts[] = {
 	{Stmt::kStale, "stale",
 	 "SELECT id, fifo_key FROM pqrun.job_live"
 	 " WHERE status = 'RUNNING'"
-	 "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, $1)",
+	 "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, $1)"
+	 " ORDER BY id",
 	 1, {INTERVALOID}},
 	{Stmt::kLockStale, "lock stale",
 	 "SELECT attempts >= max_attempts FROM pqrun.job_live"
@@ -296,18 +297,18 @@ const StmtDef kStmts[] = {
 	 * anything the synchronous unblocking in mark_done/mark_error missed. */
 	{Stmt::kStrandedEdges, "stranded edges",
 	 "SELECT d.dep_id, f.status::text FROM pqrun.job_dep d JOIN pqrun.job_done f ON f.id = d.dep_id"
-	 " GROUP BY d.dep_id, f.status LIMIT 1000",
+	 " GROUP BY d.dep_id, f.status ORDER BY d.dep_id LIMIT 1000",
 	 0, {}},
 	{Stmt::kStrandedBlocked, "stranded blocked",
 	 "SELECT j.id FROM pqrun.job_live j WHERE j.status = 'BLOCKED'"
 	 "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
 	 "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
 	 "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
-	 " LIMIT 1000",
+	 " ORDER BY j.id LIMIT 1000",
 	 0, {}},
 	{Stmt::kRunningHolders, "running holders",
 	 "SELECT id, holder_pid, fifo_key, " SELECT_HOLDER_STARTED " FROM pqrun.job_live"
-	 " WHERE status = 'RUNNING' AND holder_pid IS NOT NULL",
+	 " WHERE status = 'RUNNING' AND holder_pid IS NOT NULL ORDER BY id",
 	 0, {}},
 	{Stmt::kLockOrphan, "lock orphan",
 	 "SELECT attempts >= max_attempts FROM pqrun.job_live"

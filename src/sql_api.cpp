@@ -46,16 +46,46 @@ OptionalTextArray(FunctionCallInfo fcinfo, int argno, const char *name)
 	return array;
 }
 
+/* IntervalUs answers `interval` in microseconds, a month counted as 30
+ * days, saturated at the int64 range (so huge and infinite intervals keep
+ * their sign). */
 int64
-IntervalMs(const Interval *interval)
+IntervalUs(const Interval *interval)
 {
-	return (interval->time + (static_cast<int64>(interval->day) + interval->month * 30LL) * USECS_PER_DAY) / 1000;
+	__int128 us = static_cast<__int128>(interval->time) +
+	              (static_cast<__int128>(interval->day) + static_cast<__int128>(interval->month) * 30) * USECS_PER_DAY;
+	return us > INT64_MAX ? INT64_MAX : us < INT64_MIN ? INT64_MIN : static_cast<int64>(us);
 }
 
 bool
 IsNegative(const Interval *interval)
 {
-	return IntervalMs(interval) < 0;
+	return IntervalUs(interval) < 0;
+}
+
+/* A wait longer than a century is as good as one of a century. */
+constexpr int64 kMaxWaitMs = 36525LL * 86400 * 1000;
+
+int64
+WaitMs(const Interval *wait)
+{
+	return Min(IntervalUs(wait) / 1000, kMaxWaitMs);
+}
+
+/* Longer than anything that finished or went stale since timestamps began:
+ * "older than" it matches nothing, as any longer age would, and now() minus
+ * it stays a valid timestamp. */
+constexpr int64 kAgesUs = 5000LL * 365 * USECS_PER_DAY;
+
+/* AgeArg answers an "older than" interval argument, bounded by kAgesUs. */
+const Interval *
+AgeArg(const Interval *age)
+{
+	if (IntervalUs(age) <= kAgesUs)
+		return age;
+	auto *bounded = static_cast<Interval *>(palloc0(sizeof(Interval)));
+	bounded->time = kAgesUs;
+	return bounded;
 }
 
 /* BeginSetResult prepares a materialized set result: one column of
@@ -129,7 +159,7 @@ PQRUN_FUNCTION(pqrun_pickup)
 		RaiseInvalid("wait must not be negative");
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
 	Connect();
-	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, IntervalMs(wait), rsinfo->setResult,
+	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, WaitMs(wait), rsinfo->setResult,
 	              rsinfo->setDesc);
 	Finish();
 	return Datum(0);
@@ -166,6 +196,8 @@ PQRUN_FUNCTION(pqrun_mark_error)
 	const Interval *retry_after = PG_ARGISNULL(4) ? nullptr : PG_GETARG_INTERVAL_P(4);
 	if (retry_after && IsNegative(retry_after))
 		RaiseInvalid("retry_after must not be negative");
+	if (retry_after && IntervalUs(retry_after) > kMaxWaitMs * 1000)
+		RaiseInvalid("retry_after must be at most 100 years");
 	Connect();
 	const char *status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
 	                                      !PG_ARGISNULL(3), retry_after);
@@ -189,6 +221,7 @@ PQRUN_FUNCTION(pqrun_reap_stale)
 	const Interval *stale_after = PG_GETARG_INTERVAL_P(0);
 	if (IsNegative(stale_after))
 		RaiseInvalid("default_stale_after must not be negative");
+	stale_after = AgeArg(stale_after);
 	Connect();
 	int32 reaped = queue::ReapStale(stale_after);
 	Finish();
@@ -221,6 +254,7 @@ PQRUN_FUNCTION(pqrun_purge)
 	const Interval *older_than = PG_GETARG_INTERVAL_P(0);
 	if (IsNegative(older_than))
 		RaiseInvalid("older_than must not be negative");
+	older_than = AgeArg(older_than);
 	Oid output_function;
 	bool is_varlena;
 	getTypeOutputInfo(get_fn_expr_argtype(fcinfo->flinfo, 1), &output_function, &is_varlena);
@@ -290,7 +324,7 @@ PQRUN_FUNCTION(pqrun_await_jobs)
 
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "pqrun: SPI_connect failed");
-	bool ready = queue::AwaitJobs(job_types, queues, IntervalMs(wait));
+	bool ready = queue::AwaitJobs(job_types, queues, WaitMs(wait));
 	Finish();
 	Datum value = BoolGetDatum(ready);
 	bool isnull = false;

@@ -1,9 +1,10 @@
 /* src/stats.cpp — per-queue counters in shared memory (see stats.hpp).
  *
- * Names longer than 63 bytes are cut in the key, so two queues that differ
- * only after that share a row. Without shared memory (no preload) Report
- * computes everything from the tables, and the five-minute rates that only
- * counters can know are NULL.
+ * A pair whose queue or job type name is 64 bytes or longer has no counters:
+ * its stored counts are counted from the tables on each read, as for pairs
+ * beyond the table's capacity, and its five-minute rates are NULL. Without
+ * shared memory (no preload) Report computes everything from the tables,
+ * and the five-minute rates that only counters can know are NULL.
  */
 #include "stats.hpp"
 
@@ -72,37 +73,98 @@ Delta deltas[kMaxDeltas];
 int ndeltas = 0;
 bool invalidate = false; /* stored counts may be wrong after this transaction */
 
-/* Changes noted so far, and that number when each open subtransaction
- * began, to tell whether a rolled-back subtransaction noted anything. */
-constexpr int kMaxNesting = 64;
-uint64 changes = 0;
-uint64 changes_at_start[kMaxNesting];
+/* What a delta counts, one field each. */
+enum Field { kStoredDone, kStoredFailed, kStoredCancelled, kEnqueued, kPicked, kDoneRecently, kErrors, kDurationMs,
+             kWaitMs };
 
+int64 *
+FieldOf(Delta *d, Field f)
+{
+	switch (f) {
+	case kStoredDone:
+	case kStoredFailed:
+	case kStoredCancelled:
+		return &d->stored[f - kStoredDone];
+	case kEnqueued:
+		return &d->activity.enqueued;
+	case kPicked:
+		return &d->activity.picked;
+	case kDoneRecently:
+		return &d->activity.done;
+	case kErrors:
+		return &d->activity.errors;
+	case kDurationMs:
+		return &d->activity.duration_ms;
+	case kWaitMs:
+		return &d->activity.wait_ms;
+	}
+	return nullptr;
+}
+
+/* Changes noted inside subtransactions, by the nesting level that made
+ * them: a rolled-back subtransaction's are dropped, a committed one's pass
+ * to its parent, and reach the deltas at the top level. */
+struct SubChange {
+	int delta;
+	Field field;
+	int level;
+	int64 amount;
+};
+constexpr int kMaxSubChanges = 1024;
+SubChange sub_changes[kMaxSubChanges];
+int nsub_changes = 0;
+
+/* Add counts `amount` into field `f` of `d`, or holds it back until the
+ * subtransaction noting it commits. */
+void
+Add(Delta *d, Field f, int64 amount)
+{
+	int level = GetCurrentTransactionNestLevel();
+	int delta = static_cast<int>(d - deltas);
+	/* One entry per (delta, field, level): a batch adds to it. */
+	for (int i = nsub_changes - 1; level > 1 && i >= 0; i--) {
+		SubChange &c = sub_changes[i];
+		if (c.delta == delta && c.field == f && c.level == level) {
+			c.amount += amount;
+			return;
+		}
+	}
+	if (level > 1 && nsub_changes < kMaxSubChanges) {
+		sub_changes[nsub_changes++] = SubChange{delta, f, level, amount};
+		return;
+	}
+	/* Too many to hold back: a rollback could no longer take them out. */
+	if (level > 1)
+		invalidate = true;
+	*FieldOf(d, f) += amount;
+}
+
+/* Fits answers whether a pair can have counters: both names shorter than
+ * the key's fields, so that no two pairs share a key. */
+bool
+Fits(const char *queue, const char *job_type)
+{
+	return strlen(queue) < kNameLen && strlen(job_type) < kNameLen;
+}
+
+/* CopyName copies a name that fits into a zero-padded key field. */
 void
 CopyName(char *dest, const char *name)
 {
 	memset(dest, 0, kNameLen);
 	strlcpy(dest, name, kNameLen);
-	/* Never cut a multibyte character in half. */
-	int len = pg_mbcliplen(dest, strlen(dest), kNameLen - 1);
-	memset(dest + len, 0, kNameLen - len);
 }
 
 Delta *
 DeltaFor(const char *queue, const char *job_type)
 {
-	changes++;
-	/* Names short enough to need no clipping equal their stored copies: the
-	 * per-job path is then only string compares. */
-	if (strlen(queue) < kNameLen && strlen(job_type) < kNameLen)
-		for (int i = 0; i < ndeltas; i++)
-			if (strcmp(deltas[i].queue, queue) == 0 && strcmp(deltas[i].job_type, job_type) == 0)
-				return &deltas[i];
-	char q[kNameLen], t[kNameLen];
-	CopyName(q, queue);
-	CopyName(t, job_type);
+	/* A pair without counters is counted from the tables at the next read. */
+	if (!Fits(queue, job_type)) {
+		invalidate = true;
+		return nullptr;
+	}
 	for (int i = 0; i < ndeltas; i++)
-		if (memcmp(deltas[i].queue, q, kNameLen) == 0 && memcmp(deltas[i].job_type, t, kNameLen) == 0)
+		if (strcmp(deltas[i].queue, queue) == 0 && strcmp(deltas[i].job_type, job_type) == 0)
 			return &deltas[i];
 	if (ndeltas == kMaxDeltas) {
 		invalidate = true;
@@ -110,8 +172,8 @@ DeltaFor(const char *queue, const char *job_type)
 	}
 	Delta *d = &deltas[ndeltas++];
 	memset(d, 0, sizeof(Delta));
-	memcpy(d->queue, q, kNameLen);
-	memcpy(d->job_type, t, kNameLen);
+	CopyName(d->queue, queue);
+	CopyName(d->job_type, job_type);
 	return d;
 }
 
@@ -138,14 +200,15 @@ SetReady(Oid dboid, bool ready)
 		shared->ready[shared->nready++] = dboid;
 }
 
+/* MakeKey makes the key of a pair that Fits. */
 Key
 MakeKey(Oid dboid, const char *queue, const char *job_type)
 {
 	Key key;
 	memset(&key, 0, sizeof(key));
 	key.dboid = dboid;
-	memcpy(key.queue, queue, kNameLen);
-	memcpy(key.job_type, job_type, kNameLen);
+	CopyName(key.queue, queue);
+	CopyName(key.job_type, job_type);
 	return key;
 }
 
@@ -189,13 +252,15 @@ void
 ResetLocal()
 {
 	ndeltas = 0;
+	nsub_changes = 0;
 	invalidate = false;
 }
 
-/* Finished jobs of a (queue, job_type) that has no entry: the table is full. */
+/* Finished jobs of a (queue, job_type) that has no entry: the table is
+ * full, or the pair does not fit. */
 struct Unkept {
-	char queue[kNameLen];
-	char job_type[kNameLen];
+	const char *queue;
+	const char *job_type;
 	int64 stored[3];
 };
 
@@ -207,8 +272,8 @@ Rebuild(Unkept **unkept, int *nunkept)
 {
 	uint64 n = spi::Exec(spi::Stmt::kFinishedCounts, nullptr, nullptr, SPI_OK_SELECT);
 	struct Count {
-		char queue[kNameLen];
-		char job_type[kNameLen];
+		const char *queue;
+		const char *job_type;
 		Finished status;
 		int64 n;
 	};
@@ -221,9 +286,8 @@ Rebuild(Unkept **unkept, int *nunkept)
 		if (!ParseFinished(label, &status))
 			continue;
 		Count &c = counts[ncounts++];
-		CopyName(c.queue, TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
-		CopyName(c.job_type,
-		         TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)));
+		c.queue = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		c.job_type = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		c.status = status;
 		c.n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
 	}
@@ -238,18 +302,18 @@ Rebuild(Unkept **unkept, int *nunkept)
 	*nunkept = 0;
 	for (int i = 0; i < ncounts; i++) {
 		const Count &c = counts[i];
-		Entry *e = EntryFor(MakeKey(MyDatabaseId, c.queue, c.job_type));
+		Entry *e = Fits(c.queue, c.job_type) ? EntryFor(MakeKey(MyDatabaseId, c.queue, c.job_type)) : nullptr;
 		if (e != nullptr) {
 			e->stored[static_cast<int>(c.status)] += c.n;
 			continue;
 		}
 		/* The counts come ordered by pair: a pair's statuses are adjacent. */
 		Unkept *u = *nunkept > 0 ? &(*unkept)[*nunkept - 1] : nullptr;
-		if (u == nullptr || memcmp(u->queue, c.queue, kNameLen) != 0 || memcmp(u->job_type, c.job_type, kNameLen) != 0) {
+		if (u == nullptr || strcmp(u->queue, c.queue) != 0 || strcmp(u->job_type, c.job_type) != 0) {
 			u = &(*unkept)[(*nunkept)++];
 			memset(u, 0, sizeof(Unkept));
-			memcpy(u->queue, c.queue, kNameLen);
-			memcpy(u->job_type, c.job_type, kNameLen);
+			u->queue = c.queue;
+			u->job_type = c.job_type;
 		}
 		u->stored[static_cast<int>(c.status)] += c.n;
 	}
@@ -277,15 +341,15 @@ void
 Enqueued(const char *queue, const char *job_type)
 {
 	if (Delta *d = DeltaFor(queue, job_type))
-		d->activity.enqueued++;
+		Add(d, kEnqueued, 1);
 }
 
 void
 PickedUp(const char *queue, const char *job_type, int64 wait_ms)
 {
 	if (Delta *d = DeltaFor(queue, job_type)) {
-		d->activity.picked++;
-		d->activity.wait_ms += Max(wait_ms, 0);
+		Add(d, kPicked, 1);
+		Add(d, kWaitMs, Max(wait_ms, 0));
 	}
 }
 
@@ -293,19 +357,19 @@ void
 Errored(const char *queue, const char *job_type)
 {
 	if (Delta *d = DeltaFor(queue, job_type))
-		d->activity.errors++;
+		Add(d, kErrors, 1);
 }
 
 void
 JobFinished(const char *queue, const char *job_type, Finished status, int64 duration_ms)
 {
 	if (Delta *d = DeltaFor(queue, job_type)) {
-		d->stored[static_cast<int>(status)]++;
+		Add(d, static_cast<Field>(kStoredDone + static_cast<int>(status)), 1);
 		if (status == Finished::kDone) {
-			d->activity.done++;
-			d->activity.duration_ms += Max(duration_ms, 0);
+			Add(d, kDoneRecently, 1);
+			Add(d, kDurationMs, Max(duration_ms, 0));
 		} else if (status == Finished::kFailed) {
-			d->activity.errors++;
+			Add(d, kErrors, 1);
 		}
 	}
 }
@@ -314,7 +378,7 @@ void
 FinishedRemoved(const char *queue, const char *job_type, Finished status, int64 count)
 {
 	if (Delta *d = DeltaFor(queue, job_type))
-		d->stored[static_cast<int>(status)] -= count;
+		Add(d, static_cast<Field>(kStoredDone + static_cast<int>(status)), -count);
 }
 
 void
@@ -351,21 +415,50 @@ OnAbort()
 }
 
 void
-OnSubStart()
+OnPrepare()
+{
+	if (ndeltas > 0 || invalidate)
+		InvalidateDatabase();
+	ResetLocal();
+}
+
+void
+InvalidateDatabase()
+{
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	SetReady(MyDatabaseId, false);
+	LWLockRelease(shared->lock);
+}
+
+void
+OnSubCommit()
 {
 	int level = GetCurrentTransactionNestLevel();
-	if (level < kMaxNesting)
-		changes_at_start[level] = changes;
+	int kept = 0;
+	for (int i = 0; i < nsub_changes; i++) {
+		SubChange c = sub_changes[i];
+		if (c.level >= level && level - 1 <= 1) {
+			*FieldOf(&deltas[c.delta], c.field) += c.amount;
+			continue;
+		}
+		if (c.level >= level)
+			c.level = level - 1;
+		sub_changes[kept++] = c;
+	}
+	nsub_changes = kept;
 }
 
 void
 OnSubAbort()
 {
-	/* What a subtransaction noted cannot be told apart from the rest: if it
-	 * noted anything, have the stored counts rebuilt on the next read. */
 	int level = GetCurrentTransactionNestLevel();
-	if (level >= kMaxNesting || changes_at_start[level] != changes)
-		invalidate = true;
+	int kept = 0;
+	for (int i = 0; i < nsub_changes; i++)
+		if (sub_changes[i].level < level)
+			sub_changes[kept++] = sub_changes[i];
+	nsub_changes = kept;
 }
 
 void

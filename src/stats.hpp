@@ -4,10 +4,11 @@
  * status, and what happened in the last five minutes (enqueued, picked up,
  * done, errors, run time, wait before pickup) in ten-second buckets. Changes
  * are collected per transaction and applied at COMMIT, so a rolled-back
- * transaction leaves no trace. A database's stored counts are rebuilt from
- * its tables on first read after a server start or whenever they may have
- * gone wrong (a subtransaction rolled back, too many distinct pairs in one
- * transaction); reads never scan pqrun.job_done otherwise.
+ * transaction, or subtransaction, leaves no trace. A database's stored
+ * counts are rebuilt from its tables on first read after a server start or
+ * whenever they may have gone wrong (too many distinct pairs or changes in
+ * subtransactions in one transaction, a prepared transaction); reads never
+ * scan pqrun.job_done otherwise.
  */
 #pragma once
 
@@ -30,7 +31,13 @@ bool ParseFinished(const char *status, Finished *out);
 
 void OnCommit();
 void OnAbort();
-void OnSubStart();
+/* OnPrepare: a prepared transaction's changes are applied by nobody; if it
+ * made any, the stored counts are recounted at the next read (and again
+ * after COMMIT PREPARED, InvalidateDatabase). */
+void OnPrepare();
+void InvalidateDatabase();
+/* A subtransaction's notes count only if it commits. */
+void OnSubCommit();
 void OnSubAbort();
 
 /* ResetDatabase marks this database's counters as exact zeros (a fresh

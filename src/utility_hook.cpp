@@ -6,6 +6,9 @@
  * callback, and a rollback or an aborted transaction must not run
  * statements.
  *
+ * COMMIT PREPARED and ROLLBACK PREPARED end a transaction whose commit
+ * callbacks ran nowhere: waiters are woken and counters recounted after them.
+ *
  * DROP DATABASE (without FORCE), ALTER DATABASE ... RENAME and CREATE
  * DATABASE ... TEMPLATE fail while any other backend is connected to the
  * database. Before running them, this hook asks pqrun's worker there to exit
@@ -16,6 +19,7 @@
 #include "deferred_claims.hpp"
 #include "shmem.hpp"
 #include "utility_hook.hpp"
+#include "wake.hpp"
 
 extern "C" {
 #include "commands/dbcommands.h"
@@ -62,6 +66,11 @@ ProcessUtility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree
 		prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+	if (IsA(pstmt->utilityStmt, TransactionStmt)) {
+		TransactionStmtKind kind = castNode(TransactionStmt, pstmt->utilityStmt)->kind;
+		if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
+			wake::AfterPreparedEnded();
+	}
 }
 
 } // namespace

@@ -29,6 +29,7 @@ namespace {
 constexpr int kMaxFilter = 4;
 constexpr int kMaxPending = 16;
 constexpr const char *kChannel = "pqrun_jobs";
+constexpr size_t kMaxPayload = BLCKSZ - NAMEDATALEN - 128; /* async.c's NOTIFY_PAYLOAD_MAX_LENGTH */
 
 struct Waiter {
 	bool in_use;
@@ -50,6 +51,10 @@ struct WaiterTable {
 
 WaiterTable *table = nullptr;
 
+/* This backend's look began after a wake-up and has not finished: if it
+ * ends in an error, the wake-up is owed to another waiter. */
+bool look_owes_wake = false;
+
 /* What this transaction made runnable, by (queue, job_type) hash. */
 struct Pending {
 	uint32 queue;
@@ -59,6 +64,17 @@ struct Pending {
 Pending pending[kMaxPending];
 int npending = 0;
 bool overflow = false;       /* more pairs than tracked: wake everyone */
+
+/* What this transaction claimed, by (queue, job_type) hash and the
+ * transaction nesting level it was claimed at: READY again, and worth a
+ * wake-up, if that level rolls back. */
+struct Claimed {
+	Pending pair;
+	int level;
+};
+Claimed claimed[kMaxPending];
+int nclaimed = 0;
+int claimed_overflow_level = INT_MAX; /* claims beyond the table, from this level on */
 TimestampTz earliest_delayed = 0;
 
 /* Smallest pickup keys this transaction made READY (lowered into the hint at
@@ -101,10 +117,17 @@ UpdateMySlot(Update update)
 	LWLockRelease(shared->lock);
 }
 
-/* Queues already notified in this transaction (NOTIFY also deduplicates,
- * but this keeps batch enqueues from calling it per job). */
-uint32 notified[kMaxPending];
-int nnotified = 0;
+/* A queue to notify at this transaction's commit, noted at transaction
+ * nesting level `level` (a rollback there takes it back). NOTIFY waits for
+ * the commit because PREPARE TRANSACTION refuses a transaction that has
+ * notified, and a queue name of 8000 bytes or more is sent as an empty
+ * payload, since NOTIFY refuses longer ones. */
+struct Notice {
+	uint32 hash;
+	int level;
+	char *queue;
+};
+List *notices = NIL; /* of Notice, in TopTransactionContext */
 
 uint32
 Hash(const char *s)
@@ -128,10 +151,12 @@ void
 Reset()
 {
 	npending = 0;
-	nnotified = 0;
+	notices = NIL; /* freed with the transaction */
 	overflow = false;
 	earliest_delayed = 0;
 	ready_key = held_key = claimed_key = kNoKey;
+	nclaimed = 0;
+	claimed_overflow_level = INT_MAX;
 }
 
 void
@@ -143,9 +168,10 @@ LowerHintTo(PickKey key)
 }
 
 /* WakeWaiters sets the latches of up to `count` matching, not yet woken
- * waiters of this database for each pending entry. */
+ * waiters of this database for each of the `n` entries of `wanted` (all of
+ * them when `all`), counting the entries down. */
 void
-WakeWaiters()
+WakeWaiters(Pending *wanted, int n, bool all)
 {
 	if (table == nullptr || pg_atomic_read_u32(&table->waiting) == 0)
 		return;
@@ -154,10 +180,10 @@ WakeWaiters()
 		Waiter &w = table->waiters[i];
 		if (!w.in_use || w.woken || w.dboid != MyDatabaseId)
 			continue;
-		bool wake = overflow;
-		for (int j = 0; j < npending && !wake; j++) {
-			if (pending[j].count > 0 && Matches(w, pending[j])) {
-				pending[j].count--;
+		bool wake = all;
+		for (int j = 0; j < n && !wake; j++) {
+			if (wanted[j].count > 0 && Matches(w, wanted[j])) {
+				wanted[j].count--;
 				wake = true;
 			}
 		}
@@ -167,6 +193,41 @@ WakeWaiters()
 		}
 	}
 	LWLockRelease(table->lock);
+}
+
+/* WakeForClaims wakes waiters for the claims made at nesting level `level`
+ * or deeper, which a rollback made READY again, and forgets them. */
+void
+WakeForClaims(int level)
+{
+	Pending wanted[kMaxPending];
+	int n = 0, kept = 0;
+	for (int i = 0; i < nclaimed; i++) {
+		if (claimed[i].level >= level)
+			wanted[n++] = claimed[i].pair;
+		else
+			claimed[kept++] = claimed[i];
+	}
+	nclaimed = kept;
+	bool all = claimed_overflow_level <= level;
+	if (all)
+		claimed_overflow_level = INT_MAX;
+	if (n > 0 || all)
+		WakeWaiters(wanted, n, all);
+}
+
+/* Overlap answers whether some job could match both filters (hashes, 0:
+ * any, -1: untracked). */
+bool
+Overlap(const uint32 *a, int na, const uint32 *b, int nb)
+{
+	if (na <= 0 || nb <= 0)
+		return true;
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nb; j++)
+			if (a[i] == b[j])
+				return true;
+	return false;
 }
 
 void
@@ -180,9 +241,7 @@ LowerNextDue()
 			slot.next_due = earliest_delayed;
 	});
 	/* A waiter may be sleeping past the new due time: let one re-time. */
-	overflow = true;
-	npending = 0;
-	WakeWaiters();
+	WakeWaiters(nullptr, 0, true);
 }
 
 /* A rolled-back subtransaction makes its claims READY again right away. */
@@ -190,24 +249,62 @@ void
 OnSubAbort()
 {
 	stats::OnSubAbort();
-	/* PostgreSQL drops the subtransaction's NOTIFYs: send them again. */
-	nnotified = 0;
 	PickKey lowest = claimed_key;
 	KeepMin(&lowest, held_key);
 	LowerHintTo(lowest);
+	int level = GetCurrentTransactionNestLevel();
+	WakeForClaims(level);
+	ListCell *lc;
+	foreach (lc, notices)
+		if (static_cast<Notice *>(lfirst(lc))->level >= level)
+			notices = foreach_delete_current(notices, lc);
+}
+
+/* A committed subtransaction's claims and counts now stand or fall with
+ * its parent. */
+void
+OnSubCommit()
+{
+	stats::OnSubCommit();
+	int level = GetCurrentTransactionNestLevel();
+	ListCell *lc;
+	foreach (lc, notices) {
+		auto *notice = static_cast<Notice *>(lfirst(lc));
+		notice->level = Min(notice->level, level - 1);
+	}
+	for (int i = 0; i < nclaimed; i++)
+		if (claimed[i].level >= level)
+			claimed[i].level = level - 1;
+	if (claimed_overflow_level >= level && claimed_overflow_level != INT_MAX)
+		claimed_overflow_level = level - 1;
+}
+
+void
+SendNotices()
+{
+	ListCell *lc;
+	foreach (lc, notices) {
+		const char *queue = static_cast<Notice *>(lfirst(lc))->queue;
+		Async_Notify(kChannel, strlen(queue) < kMaxPayload ? queue : "");
+	}
+	notices = NIL;
 }
 
 void
 OnXactEvent(XactEvent event, void *arg)
 {
 	switch (event) {
+	case XACT_EVENT_PRE_COMMIT:
+		/* Before PostgreSQL's own pre-commit step queues the notifications. */
+		SendNotices();
+		break;
 	case XACT_EVENT_COMMIT:
 		stats::OnCommit();
 		/* Lower the hint before waking anyone, so the woken look low enough. */
 		KeepMin(&ready_key, held_key);
 		LowerHintTo(ready_key);
 		if (npending > 0 || overflow)
-			WakeWaiters();
+			WakeWaiters(pending, npending, overflow);
 		LowerNextDue();
 		Reset();
 		break;
@@ -217,6 +314,7 @@ OnXactEvent(XactEvent event, void *arg)
 		/* Claims and locks roll back: those rows are READY again. */
 		KeepMin(&claimed_key, held_key);
 		LowerHintTo(claimed_key);
+		WakeForClaims(0);
 		Reset();
 		break;
 	case XACT_EVENT_PREPARE:
@@ -225,7 +323,7 @@ OnXactEvent(XactEvent event, void *arg)
 		KeepMin(&ready_key, held_key);
 		KeepMin(&ready_key, claimed_key);
 		LowerHintTo(ready_key);
-		stats::OnAbort();
+		stats::OnPrepare();
 		Reset();
 		break;
 	default:
@@ -254,6 +352,15 @@ FillFilter(ArrayType *array, uint32 *hashes, int *count)
 
 } // namespace
 
+void
+AfterPreparedEnded()
+{
+	/* Whatever the prepared transaction made READY, or READY again by
+	 * rolling back, is unknown here: every waiter looks. */
+	WakeWaiters(nullptr, 0, true);
+	stats::InvalidateDatabase();
+}
+
 PickKey
 KeyOf(int32 priority, int64 id)
 {
@@ -267,9 +374,21 @@ NoteHeld(PickKey key)
 }
 
 void
-NoteClaimed(PickKey key)
+NoteClaimed(PickKey key, const char *queue, const char *job_type)
 {
 	KeepMin(&claimed_key, key);
+	int level = GetCurrentTransactionNestLevel();
+	Pending pair{Hash(queue), Hash(job_type), 1};
+	for (int i = 0; i < nclaimed; i++) {
+		if (claimed[i].level == level && claimed[i].pair.queue == pair.queue && claimed[i].pair.type == pair.type) {
+			claimed[i].pair.count++;
+			return;
+		}
+	}
+	if (nclaimed < kMaxPending)
+		claimed[nclaimed++] = Claimed{pair, level};
+	else
+		claimed_overflow_level = Min(claimed_overflow_level, level);
 }
 
 bool
@@ -325,13 +444,21 @@ NoteReady(const char *queue, const char *job_type, PickKey key)
 	KeepMin(&ready_key, key);
 	const int64 count = 1;
 	uint32 queue_hash = Hash(queue);
-	bool seen = false;
-	for (int i = 0; i < nnotified && !seen; i++)
-		seen = notified[i] == queue_hash;
-	if (!seen && pqrun_notify) {
-		Async_Notify(kChannel, queue);
-		if (nnotified < kMaxPending)
-			notified[nnotified++] = queue_hash;
+	if (pqrun_notify) {
+		/* The first queues are looked up here, so that a batch does not note
+		 * its queue per job; NOTIFY itself folds the duplicates of others. */
+		bool seen = false;
+		for (int i = 0; i < list_length(notices) && i < kMaxPending && !seen; i++) {
+			const Notice *notice = static_cast<const Notice *>(list_nth(notices, i));
+			seen = notice->hash == queue_hash && strcmp(notice->queue, queue) == 0;
+		}
+		if (!seen) {
+			MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+			auto *notice = static_cast<Notice *>(palloc(sizeof(Notice)));
+			*notice = Notice{queue_hash, GetCurrentTransactionNestLevel(), pstrdup(queue)};
+			notices = lappend(notices, notice);
+			MemoryContextSwitchTo(old);
+		}
 	}
 	uint32 type_hash = Hash(job_type);
 	for (int i = 0; i < npending; i++) {
@@ -363,7 +490,7 @@ Register(ArrayType *job_types, ArrayType *queues)
 	 * inherit a registration and swallow wake-ups meant for others. */
 	static bool exit_hook_installed = false;
 	if (!exit_hook_installed) {
-		before_shmem_exit([](int, Datum) { Unregister(); }, 0);
+		before_shmem_exit([](int, Datum) { Unregister(false); }, 0);
 		exit_hook_installed = true;
 	}
 	Waiter w{};
@@ -381,16 +508,35 @@ Register(ArrayType *job_types, ArrayType *queues)
 }
 
 void
-Unregister()
+Unregister(bool claimed_any)
 {
 	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
 		return;
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	if (table->waiters[MyProc->pgprocno].in_use) {
-		table->waiters[MyProc->pgprocno].in_use = false;
+	Waiter &me = table->waiters[MyProc->pgprocno];
+	if (me.in_use) {
+		me.in_use = false;
 		pg_atomic_fetch_sub_u32(&table->waiting, 1);
+		/* The commit that woke us counted on us to take a job: we do not
+		 * know which, so every waiter that could take it looks. */
+		bool owed = (me.woken || look_owes_wake) && !claimed_any;
+		for (int i = 0; owed && i < table->size; i++) {
+			Waiter &w = table->waiters[i];
+			if (w.in_use && !w.woken && w.dboid == me.dboid && Overlap(w.types, w.ntypes, me.types, me.ntypes) &&
+			    Overlap(w.queues, w.nqueues, me.queues, me.nqueues)) {
+				w.woken = true;
+				SetLatch(w.latch);
+			}
+		}
 	}
 	LWLockRelease(table->lock);
+	look_owes_wake = false;
+}
+
+void
+LookDone()
+{
+	look_owes_wake = false;
 }
 
 void
@@ -399,6 +545,7 @@ PrepareCheck()
 	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
 		return;
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	look_owes_wake = table->waiters[MyProc->pgprocno].woken;
 	table->waiters[MyProc->pgprocno].woken = false;
 	LWLockRelease(table->lock);
 }
@@ -441,10 +588,10 @@ InstallCallbacks()
 	                     nullptr);
 	RegisterSubXactCallback(
 		[](SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
-			if (event == SUBXACT_EVENT_START_SUB)
-				GuardedEntry(stats::OnSubStart);
-			else if (event == SUBXACT_EVENT_ABORT_SUB)
+			if (event == SUBXACT_EVENT_ABORT_SUB)
 				GuardedEntry(OnSubAbort);
+			else if (event == SUBXACT_EVENT_COMMIT_SUB)
+				GuardedEntry(OnSubCommit);
 		},
 		nullptr);
 }

@@ -31,10 +31,11 @@ Less(const PickKey &a, const PickKey &b)
 void NoteReady(const char *queue, const char *job_type, PickKey key);
 
 /* NoteHeld records a READY row this transaction locked without claiming it
- * (pickups skip it meanwhile); NoteClaimed a row it claimed (READY again if
- * the transaction rolls back). */
+ * (pickups skip it meanwhile); NoteClaimed a row of (queue, job_type) it
+ * claimed (READY again if the transaction, or the subtransaction it was
+ * claimed in, rolls back, which then wakes a waiter for it). */
 void NoteHeld(PickKey key);
-void NoteClaimed(PickKey key);
+void NoteClaimed(PickKey key, const char *queue, const char *job_type);
 
 /* The pickup hint of this database: pickups start at *key, and no READY job
  * has a smaller key. ReadHint leaves *key alone while no hint is set, and
@@ -50,10 +51,14 @@ void NoteDelayed(TimestampTz run_after);
 
 /* A registered long-poll waiter; only one per backend. */
 bool Register(ArrayType *job_types, ArrayType *queues);
-void Unregister();
+/* Unregister leaves the table; a waiter woken since its last PrepareCheck
+ * that leaves without `claimed_any` passes the wake-up on. */
+void Unregister(bool claimed_any);
 
-/* PrepareCheck marks this waiter as not woken, before it looks for jobs. */
+/* PrepareCheck marks this waiter as not woken, before it looks for jobs;
+ * LookDone follows a look that ran to its end, found a job or not. */
 void PrepareCheck();
+void LookDone();
 
 /* NextDue answers when the earliest delayed job of this database falls due:
  * 0 when that is unknown (not computed since the server started), DT_NOEND
@@ -70,6 +75,11 @@ void ReplaceNextDue(TimestampTz seen, TimestampTz due);
 
 /* DelayedMayBeDue answers whether a delayed job may have fallen due. */
 bool DelayedMayBeDue();
+
+/* AfterPreparedEnded follows a COMMIT PREPARED or ROLLBACK PREPARED in this
+ * database: waiters are woken and the queue counters recounted, since the
+ * prepared transaction's own commit or abort told nobody. */
+void AfterPreparedEnded();
 
 /* InstallCallbacks registers the transaction callback; from _PG_init. */
 void InstallCallbacks();

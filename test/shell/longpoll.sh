@@ -405,6 +405,162 @@ commit "pqrun.enqueue('t')"
 finish_pick A
 assert_woken A "$RESULT"
 
+# cancel_in_look: a statement timeout or a cancel that lands inside a look
+# (its internal subtransaction) ends the pickup with 57014 and leaves the
+# session usable. Once it left the subtransaction open and aborted: psql -c
+# "SET statement_timeout = '1s'" -c "SELECT * FROM pqrun.pickup('x',
+# ARRAY['never'], wait => '10 s')" -c "SELECT 'ALIVE'" failed its last
+# statement with 25P02 whenever the timeout hit a look (often without the
+# preloaded library, which polls). Here the look is made to block on a table
+# lock, so that the timeout and the cancel always land inside it.
+cancel_in_look() {
+	start LK "BEGIN" "LOCK TABLE pqrun.job_live IN EXCLUSIVE MODE" "SELECT pg_sleep(4)" "ROLLBACK"
+	local deadline=$((SECONDS + 5))
+	until [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+	                 WHERE a.application_name = 'lp_LK' AND l.mode = 'ExclusiveLock' AND l.granted
+	                   AND l.relation = 'pqrun.job_live'::regclass")" = 1 ]; do
+		[ $SECONDS -lt $deadline ] || fail "the table lock was not taken"
+		sleep 0.05
+	done
+	# Each session goes on after the error, as psql -c does without
+	# ON_ERROR_STOP, and must run its next statement.
+	local name
+	for name in TL CL; do
+		(
+			PGAPPNAME=lp_$name psql -X -qtA -v VERBOSITY=sqlstate -d "$db" \
+				-c "SET statement_timeout = '$([ $name = TL ] && echo 300ms || echo 0)'" \
+				-c "SELECT * FROM pqrun.pickup('x', ARRAY['never'], wait => '10 s')" -c "SELECT 'ALIVE'" \
+				>"$tmp/$name.out" 2>"$tmp/$name.err"
+			echo "0 $?" >"$tmp/$name.res"
+		) &
+		pids+=($!)
+		eval "pid_$name=$!"
+	done
+	deadline=$((SECONDS + 5))
+	until [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'lp_CL' AND wait_event_type = 'Lock'")" = 1 ]; do
+		[ $SECONDS -lt $deadline ] || fail "the pickup did not block in its look"
+		sleep 0.05
+	done
+	sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'lp_CL'" >/dev/null
+	for name in TL CL; do
+		finish $name 10
+		[[ "$ERR" == *57014* ]] && [[ "$ERR" != *25P02* ]] && grep -qx ALIVE "$tmp/$name.out" ||
+			fail "pickup $name cancelled in its look: [$ERR] [$(cat "$tmp/$name.out")]"
+	done
+	finish LK 10
+	echo "   a timeout and a cancel inside a look: 57014, and the session's next statement runs"
+}
+
+echo "-- a timeout or cancel inside a look leaves no aborted transaction behind"
+cancel_in_look
+
+echo "-- REPEATABLE READ: a waiting pickup raises 0A000 (its snapshot could never show a new job)"
+err=$(q -v VERBOSITY=sqlstate -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+	-c "SELECT * FROM pqrun.pickup('rr', wait => '1 s')" 2>&1 >/dev/null || true)
+[[ "$err" == *0A000* ]] || fail "a waiting pickup under REPEATABLE READ: [$err]"
+err=$(q -v VERBOSITY=sqlstate -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+	-c "SELECT count(*) FROM pqrun.pickup('rr')" -c "COMMIT" 2>&1 || true)
+[[ "$err" == 0 ]] || fail "a pickup without wait under REPEATABLE READ: [$err]"
+
+# Two waiters and one job, with sessions that stay: one gets it. A session
+# that ends while it holds its job (psql -c does, right after the pickup) is
+# the worker dying: orphan rescue ends that attempt within a round (about a
+# second) and the next waiter gets the job's next attempt, with a new lease.
+# That is how two psql -c waiters "both got the one job": each got its own
+# attempt. Workers that keep their connection (the reference workers, the
+# herd above) never see it.
+echo "-- a waiter whose session ends holding its job: orphan rescue gives the next attempt to the next waiter"
+reset
+start O1 "$(pick_sql O1 "job_types => '{o}', wait => '10 s'")"
+start O2 "$(pick_sql O2 "job_types => '{o}', wait => '10 s'")" "SELECT pg_sleep(3)"
+sleeping O1 O2
+sleep 0.3
+commit "pqrun.enqueue('o')"
+job=$RESULT
+for w in O1 O2; do
+	finish_pick $w
+	[ "$IDS" = "$job" ] || fail "$w returned [$IDS], expected job $job (its first or second attempt)"
+done
+# Both sessions end (O2 three seconds after its pickup): both attempts end
+# orphaned, each with its own waiter.
+deadline=$((SECONDS + 10))
+until attempts=$(ctl "SELECT string_agg(attempt || ':' || worker_id || ':' || coalesce(outcome, '-'), ',' ORDER BY attempt)
+                        FROM pqrun.job_attempts WHERE job_id = $job") &&
+	[[ "$attempts" =~ ^1:O([12]):orphaned,2:O([12]):orphaned$ ]] && [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ]; do
+	[ $SECONDS -lt $deadline ] || fail "the attempts of job $job: [$attempts]"
+	sleep 0.2
+done
+echo "   each waiter got its own attempt, each orphaned when its session ended: [$attempts]"
+
+# A claim that rolls back makes its job READY again, and wakes a waiter for
+# it. Once it woke nobody: A: BEGIN; SELECT * FROM pqrun.pickup('A',
+# job_types => '{rw}') (claims J); C: SELECT * FROM pqrun.pickup('C',
+# job_types => '{rw}', wait => '8 s'); A: ROLLBACK; C returned J only after
+# its full 8 s.
+echo "-- a claim rolled back wakes a waiter for its job"
+reset
+commit "pqrun.enqueue('rw')"
+job=$RESULT
+start RA "BEGIN" "SELECT id FROM pqrun.pickup('A', job_types => '{rw}')" "SELECT pg_sleep(2)" \
+	"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint" "ROLLBACK"
+sleep 0.3
+waiter C '8 s' "job_types => '{rw}'"
+sleeping C
+finish RA
+[ "$OUT" = "$job" ] || fail "A did not claim job $job: [$OUT] [$ERR]"
+COMMIT_MS=$(tail -n 1 "$tmp/RA.out")
+finish_pick C
+assert_woken C "$job"
+
+# A waiter woken for a job that leaves without taking it (cancelled,
+# terminated) passes the wake-up on. Once the next waiter slept its full
+# wait with the job READY. Here the woken one is made to block in its look
+# on a table lock (both waiters are stopped with SIGSTOP while the commit
+# wakes one of them and the lock is taken), then cancelled.
+echo "-- a woken waiter that is cancelled before it claims passes the wake-up on"
+reset
+waiter P1 '15 s' "job_types => '{pw}'"
+waiter P2 '15 s' "job_types => '{pw}'"
+sleeping P1 P2
+backends=$(ctl "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE application_name IN ('lp_P1', 'lp_P2')")
+kill -STOP $backends
+commit "pqrun.enqueue('pw')"
+job=$RESULT
+ctl "BEGIN; SET LOCAL lock_timeout = '5s'; LOCK TABLE pqrun.job_live IN EXCLUSIVE MODE" >/dev/null
+kill -CONT $backends
+deadline=$((SECONDS + 5))
+until woken=$(ctl "SELECT application_name FROM pg_stat_activity WHERE application_name IN ('lp_P1', 'lp_P2') AND wait_event_type = 'Lock'") && [ -n "$woken" ]; do
+	[ $SECONDS -lt $deadline ] || { ctl "ROLLBACK" >/dev/null; fail "no woken waiter blocked in its look"; }
+	sleep 0.05
+done
+ctl "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '$woken'" >/dev/null
+other=P1; [ "$woken" = lp_P1 ] && other=P2
+finish "${woken#lp_}" 10
+[[ "$ERR" == *57014* ]] || fail "the woken waiter was not cancelled: [$ERR]"
+deadline=$((SECONDS + 5))
+until [ "$(ctl "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'lp_$other'")" = Lock ]; do
+	[ $SECONDS -lt $deadline ] || { ctl "ROLLBACK" >/dev/null; fail "the wake-up was not passed on to $other"; }
+	sleep 0.05
+done
+COMMIT_MS=$(ctl "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint; ROLLBACK")
+finish_pick $other
+assert_woken $other "$job"
+
+# NOTIFY payloads are readable by any role that can connect (README,
+# "Permissions"): pqrun.notify = off sends none. A queue name of 8000 bytes
+# or more made enqueue fail ("payload string too long"); PREPARE TRANSACTION
+# after an enqueue failed with 0A000.
+echo "-- NOTIFY: none with pqrun.notify off; a queue name too long for a payload is sent as an empty one"
+notified=$(q -c "SET pqrun.notify = off" -c "LISTEN pqrun_jobs" -c "SELECT pqrun.enqueue('t', queue => 'quiet') > 0")
+[[ "$notified" != *Asynchronous* ]] || fail "notified with pqrun.notify off: [$notified]"
+long=$(printf 'q%.0s' $(seq 1 8100))
+notified=$(q -c "SET pqrun.notify = on" -c "LISTEN pqrun_jobs" -c "SELECT pqrun.enqueue('t', queue => '$long') > 0" 2>&1)
+[[ "$notified" == *'Asynchronous notification "pqrun_jobs" received from server process'* ]] ||
+	fail "a queue name of 8100 bytes: [${notified:0:300}]"
+notified=$(q -c "SET pqrun.notify = on" -c "LISTEN pqrun_jobs" -c "BEGIN" -c "SELECT pqrun.enqueue('t', queue => 'px') > 0" \
+	-c "PREPARE TRANSACTION 'lp_notify'" -c "COMMIT PREPARED 'lp_notify'" 2>&1)
+[[ "$notified" != *ERROR* ]] || fail "PREPARE TRANSACTION of an enqueue with pqrun.notify on: [$notified]"
+
 echo "-- without shared_preload_libraries: CREATE EXTENSION works, pickup(wait) polls and NOTIFY still works"
 nodir=$(mktemp -d /tmp/pqrun-longpoll-nopreload.XXXXXX)
 chmod 755 "$nodir"
@@ -434,6 +590,7 @@ cluster_start "$nodir" || fail "the cluster without preload did not start"
 	notified=$(q -c "LISTEN pqrun_jobs" -c "SELECT pqrun.enqueue('t', queue => 'np') > 0")
 	[[ "$notified" == *'Asynchronous notification "pqrun_jobs" with payload "np"'* ]] ||
 		fail "no NOTIFY without preload: [$notified]"
+	cancel_in_look
 	reset
 	waiter A '300 ms'
 	finish_pick A

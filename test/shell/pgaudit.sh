@@ -6,7 +6,7 @@
 # direct_finish) lock and write rows below the executor, where no executor
 # hook sees them. A module that checks every statement's tables
 # (ExecutorCheckPerms_hook: pgaudit, sepgsql) sends them all through their
-# SQL statements instead (direct_rows::PlainTable).
+# SQL statements instead (direct_rows::OpenTables).
 #
 # Starts a throwaway cluster of its own (Unix socket only) with
 # shared_preload_libraries = 'pqrun,pgaudit', pgaudit.log = 'read, write'

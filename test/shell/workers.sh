@@ -162,6 +162,16 @@ q -d kinds -c "CREATE EXTENSION pqrun" \
 got=$(q -d kinds -c "SELECT sum(done) || ' done, ' || count(*) FILTER (WHERE done = 1) || ' pairs' FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
 [ "$got" = "4200 done, 4200 pairs" ] || fail "queue_stats beyond its counters: $got"
 
+# Two queues whose names share their first 63 bytes once became one
+# truncated row in queue_stats, beside a separate live row.
+echo "-- queue_stats keeps queues apart whose names share their first 63 bytes"
+long=$(printf 'q%.0s' $(seq 1 70))
+q -d kinds -c "SELECT pqrun.enqueue('long', queue => '${long}_a')" -c "SELECT pqrun.enqueue('long', queue => '${long}_b')" \
+	-c "SELECT pqrun.enqueue('long', queue => '${long}_b')" \
+	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w6', job_types => '{long}', batch_size => 2)" >/dev/null
+got=$(q -d kinds -c "SELECT string_agg(right(queue, 2) || ':' || ready || ':' || done, ',' ORDER BY queue) FROM pqrun.queue_stats WHERE job_type = 'long'")
+[ "$got" = "_a:0:1,_b:1:1" ] || fail "queue_stats of two long queue names: [$got]"
+
 echo "-- the counters of a dropped database are given back"
 q -d postgres -c "DROP DATABASE kinds" -c "CREATE DATABASE kinds2" >/dev/null
 q -d kinds2 -c "CREATE EXTENSION pqrun"

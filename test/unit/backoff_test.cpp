@@ -38,6 +38,11 @@ main()
 	Check(DelayFor(s, 5) == 6 * 3600 * kS, "attempt 5 waits 6 h");
 	Check(DelayFor(s, 9) == 6 * 3600 * kS, "the last step repeats");
 	Check(DelayFor(s, 0) == 60 * kS, "attempt 0 is treated as 1");
+	/* A step must leave run_after a valid timestamp: once '999999999d' was
+	 * accepted and mark_error then stored a run_after out of range. */
+	Check(!Parse("999999999d", &s, error, sizeof(error)), "a step beyond 100 years is refused");
+	Check(!Parse("1000000000min", &s, error, sizeof(error)), "a step that overflows is refused");
+	Check(Parse("36525d", &s, error, sizeof(error)) && s.step_us[0] == 36525LL * 86400 * kS, "100 years is allowed");
 
 	Check(Parse(" 10 s , 250ms,1 day, 3 HOURS ,45", &s, error, sizeof(error)), "spaces, long units and case");
 	Check(s.count == 5 && s.step_us[0] == 10 * kS && s.step_us[1] == 250000 && s.step_us[2] == 86400 * kS &&

@@ -1,0 +1,500 @@
+/* sql/pqrun.sql — editable source of the current install script.
+ *
+ * The Makefile copies it to sql/pqrun--<version>.sql. Storage (README,
+ * "Storage design"): unfinished jobs live in the small, hot pqrun.job_live,
+ * finished ones in the append-mostly pqrun.job_done, and pqrun.jobs is the
+ * UNION ALL view users query. Every function body and default is
+ * schema-qualified so a hostile search_path cannot change its meaning.
+ */
+\echo Use "CREATE EXTENSION pqrun" to load this file. \quit
+
+CREATE SCHEMA pqrun;
+
+CREATE TYPE pqrun.job_status AS ENUM ('BLOCKED', 'READY', 'RUNNING', 'DONE', 'FAILED', 'CANCELLED');
+
+CREATE SEQUENCE pqrun.job_id_seq;
+
+/* Unfinished jobs (BLOCKED, READY, RUNNING). Small by construction: a job
+ * leaves it when it finishes, so pickup never wades through history.
+ * `delayed` marks a READY job whose run_after was in the future when it was
+ * written; it sits outside the pickup index until it is promoted. A running
+ * job's holder is the session with process id holder_pid that started at
+ * holder_started (last, as ALTER TABLE added it in 0.5.0). */
+CREATE TABLE pqrun.job_live (
+	id              bigint      NOT NULL DEFAULT pg_catalog.nextval('pqrun.job_id_seq'),
+	status          pqrun.job_status NOT NULL,
+	delayed         boolean     NOT NULL DEFAULT false,
+	has_dependents  boolean     NOT NULL DEFAULT false,
+	priority        int         NOT NULL,
+	attempts        int         NOT NULL DEFAULT 0,
+	max_attempts    int         NOT NULL,
+	timeout_seconds int,
+	holder_pid      int,
+	run_after       timestamptz NOT NULL,
+	locked_at       timestamptz,
+	heartbeat_at    timestamptz,
+	created_at      timestamptz NOT NULL,
+	updated_at      timestamptz NOT NULL,
+	lease_token     uuid,
+	queue           text        NOT NULL,
+	job_type        text        NOT NULL,
+	locked_by       text,
+	dedupe_key      text,
+	fifo_key        text,
+	depends_on      bigint[],
+	last_error      text,
+	payload         jsonb       NOT NULL,
+	holder_started  timestamptz,
+	PRIMARY KEY (id),
+	CHECK (status IN ('BLOCKED', 'READY', 'RUNNING')),
+	CHECK (NOT delayed OR status = 'READY')
+) WITH (fillfactor = 90);
+
+/* Pickup order (priority DESC, id ASC) as one ascending key, so that a pickup
+ * can start at a row comparison (src/wake.cpp, "pickup hint") instead of
+ * walking dead entries at the head of the index. */
+CREATE INDEX job_live_pick ON pqrun.job_live ((-(priority::bigint)), id)
+	WHERE status = 'READY' AND NOT delayed;
+CREATE INDEX job_live_delayed ON pqrun.job_live (run_after) WHERE delayed;
+/* Keyed by id, not locked_at: every statement that touches one running job
+ * (mark, heartbeat, reap) then finds it by id whichever of the two indexes
+ * its generic plan picks; the set of running jobs is small to scan whole. */
+CREATE INDEX job_live_running ON pqrun.job_live (id) WHERE status = 'RUNNING';
+CREATE INDEX job_live_blocked ON pqrun.job_live (id) WHERE status = 'BLOCKED';
+CREATE UNIQUE INDEX job_live_dedupe ON pqrun.job_live (dedupe_key) WHERE dedupe_key IS NOT NULL;
+CREATE INDEX job_live_fifo ON pqrun.job_live (fifo_key, id) WHERE fifo_key IS NOT NULL;
+
+/* Finished jobs (DONE, FAILED, CANCELLED). Rows are inserted once and only
+ * leave through purge/retention or retry. `outcome` is the outcome of the
+ * final attempt when the job was running as it finished (the row then also
+ * stands for that attempt in pqrun.job_attempts), NULL otherwise. */
+CREATE TABLE pqrun.job_done (
+	id              bigint      NOT NULL,
+	status          pqrun.job_status NOT NULL,
+	priority        int         NOT NULL,
+	attempts        int         NOT NULL,
+	max_attempts    int         NOT NULL,
+	timeout_seconds int,
+	duration_ms     int,
+	run_after       timestamptz NOT NULL,
+	locked_at       timestamptz,
+	finished_at     timestamptz NOT NULL,
+	created_at      timestamptz NOT NULL,
+	updated_at      timestamptz NOT NULL,
+	lease_token     uuid,
+	queue           text        NOT NULL,
+	job_type        text        NOT NULL,
+	locked_by       text,
+	dedupe_key      text,
+	fifo_key        text,
+	depends_on      bigint[],
+	outcome         text,
+	last_error      text,
+	result          jsonb,
+	payload         jsonb       NOT NULL,
+	PRIMARY KEY (id),
+	CHECK (status IN ('DONE', 'FAILED', 'CANCELLED'))
+);
+
+CREATE INDEX job_done_finished ON pqrun.job_done USING brin (finished_at);
+CREATE INDEX job_done_failed ON pqrun.job_done (finished_at) WHERE status = 'FAILED';
+
+/* Attempts that ended with the job going back to READY (retry, stale,
+ * orphaned), and final attempts of jobs re-queued by retry(). The running or
+ * final attempt of a job is carried by its own row (see pqrun.job_attempts). */
+CREATE TABLE pqrun.attempt_log (
+	job_id      bigint      NOT NULL,
+	attempt     int         NOT NULL,
+	started_at  timestamptz,
+	finished_at timestamptz,
+	worker_id   text,
+	outcome     text        NOT NULL,
+	error       text,
+	PRIMARY KEY (job_id, attempt)
+);
+
+/* Pending dependency edges: job_id waits for dep_id. An edge is deleted when
+ * dep_id finishes DONE; a job whose last edge is gone becomes runnable. */
+CREATE TABLE pqrun.job_dep (
+	job_id bigint NOT NULL,
+	dep_id bigint NOT NULL,
+	PRIMARY KEY (dep_id, job_id)
+);
+CREATE INDEX job_dep_job ON pqrun.job_dep (job_id);
+
+/* Jobs are data, not part of the extension's definition: pg_dump keeps them,
+ * their history and edges, and the id sequence (README, "Backups"). */
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_live', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_done', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.attempt_log', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_dep', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_id_seq', '');
+
+CREATE VIEW pqrun.jobs AS
+	SELECT id, queue, job_type, payload, status, priority, attempts, max_attempts,
+	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,
+	       fifo_key, depends_on, last_error,
+	       NULL::timestamptz AS finished_at, NULL::int AS duration_ms, NULL::jsonb AS result,
+	       created_at, updated_at
+	  FROM pqrun.job_live
+	UNION ALL
+	SELECT id, queue, job_type, payload, status, priority, attempts, max_attempts,
+	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,
+	       fifo_key, depends_on, last_error,
+	       finished_at, duration_ms, result,
+	       created_at, updated_at
+	  FROM pqrun.job_done;
+
+CREATE VIEW pqrun.job_attempts AS
+	SELECT job_id, attempt, worker_id, started_at, finished_at, outcome, error
+	  FROM pqrun.attempt_log
+	UNION ALL
+	SELECT id, attempts, locked_by, locked_at, NULL::timestamptz, NULL::text, NULL::text
+	  FROM pqrun.job_live
+	 WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+	UNION ALL
+	SELECT id, attempts, locked_by, locked_at, finished_at, outcome,
+	       CASE WHEN outcome OPERATOR(pg_catalog.=) 'done' THEN NULL ELSE last_error END
+	  FROM pqrun.job_done
+	 WHERE outcome IS NOT NULL;
+
+/* ---- Producing ---------------------------------------------------------- */
+
+CREATE FUNCTION pqrun.enqueue(
+	job_type        text,
+	payload         jsonb       DEFAULT '{}',
+	priority        int         DEFAULT 0,
+	run_after       timestamptz DEFAULT pg_catalog.now(),
+	max_attempts    int         DEFAULT 5,
+	timeout_seconds int         DEFAULT NULL,
+	dedupe_key      text        DEFAULT NULL,
+	queue           text        DEFAULT 'default',
+	depends_on      bigint[]    DEFAULT NULL,
+	fifo_key        text        DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pqrun_enqueue' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.enqueue_batch(jobs jsonb)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'pqrun_enqueue_batch' LANGUAGE c VOLATILE;
+
+/* ---- Consuming ---------------------------------------------------------- */
+
+CREATE FUNCTION pqrun.pickup(
+	worker_id  text,
+	job_types  text[]   DEFAULT NULL,
+	queues     text[]   DEFAULT NULL,
+	batch_size int      DEFAULT 1,
+	wait       interval DEFAULT '0')
+RETURNS SETOF pqrun.jobs
+AS 'MODULE_PATHNAME', 'pqrun_pickup' LANGUAGE c VOLATILE ROWS 1;
+
+CREATE FUNCTION pqrun.mark_done(job_id bigint, result jsonb DEFAULT NULL, lease_token uuid DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_mark_done' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.mark_done_batch(job_ids bigint[], lease_tokens uuid[] DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pqrun_mark_done_batch' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.mark_error(
+	job_id      bigint,
+	error       text,
+	terminal    boolean  DEFAULT false,
+	lease_token uuid     DEFAULT NULL,
+	retry_after interval DEFAULT NULL)
+RETURNS pqrun.job_status
+AS 'MODULE_PATHNAME', 'pqrun_mark_error' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.heartbeat(job_id bigint, lease_token uuid DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_heartbeat' LANGUAGE c VOLATILE;
+
+/* ---- Operating ---------------------------------------------------------- */
+
+CREATE FUNCTION pqrun.reap_stale(default_stale_after interval DEFAULT '20 minutes')
+RETURNS int
+AS 'MODULE_PATHNAME', 'pqrun_reap_stale' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.cancel(job_id bigint, reason text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pqrun_cancel' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.retry(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pqrun_retry' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.purge(older_than interval, statuses pqrun.job_status[] DEFAULT '{DONE,CANCELLED}')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pqrun_purge' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.run_maintenance()
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'pqrun_run_maintenance' LANGUAGE c VOLATILE;
+
+CREATE PROCEDURE pqrun.await_jobs(
+	job_types text[]   DEFAULT NULL,
+	queues    text[]   DEFAULT NULL,
+	wait      interval DEFAULT '30 seconds',
+	INOUT ready boolean DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'pqrun_await_jobs' LANGUAGE c;
+
+/* ---- Observing ---------------------------------------------------------- */
+
+/* Finished-job counts and recent activity come from shared-memory counters
+ * (src/stats.cpp), so this view never scans the history; only unfinished
+ * jobs are counted from the table. */
+CREATE FUNCTION pqrun._queue_counters(
+	OUT queue text, OUT job_type text, OUT done bigint, OUT failed bigint, OUT cancelled bigint,
+	OUT enqueued_last_5min bigint, OUT picked_last_5min bigint, OUT done_last_5min bigint,
+	OUT errors_last_5min bigint, OUT avg_duration_ms_last_5min double precision,
+	OUT avg_wait_ms_last_5min double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pqrun_queue_counters' LANGUAGE c VOLATILE;
+
+CREATE VIEW pqrun.queue_stats AS
+	WITH live AS (
+		SELECT queue, job_type,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'BLOCKED') AS blocked,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'READY') AS ready,
+		       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'RUNNING') AS running,
+		       pg_catalog.now() OPERATOR(pg_catalog.-) (pg_catalog.min(run_after)
+		           FILTER (WHERE status OPERATOR(pg_catalog.=) 'READY'
+		                   AND run_after OPERATOR(pg_catalog.<=) pg_catalog.now())) AS oldest_ready_age
+		  FROM pqrun.job_live GROUP BY queue, job_type)
+	SELECT queue, job_type,
+	       COALESCE(l.blocked, 0) AS blocked, COALESCE(l.ready, 0) AS ready, COALESCE(l.running, 0) AS running,
+	       COALESCE(c.done, 0) AS done, COALESCE(c.failed, 0) AS failed, COALESCE(c.cancelled, 0) AS cancelled,
+	       l.oldest_ready_age, COALESCE(c.done_last_5min, 0) AS done_last_5min, c.avg_duration_ms_last_5min,
+	       c.enqueued_last_5min, c.picked_last_5min, c.errors_last_5min, c.avg_wait_ms_last_5min
+	  FROM live l FULL JOIN pqrun._queue_counters() c USING (queue, job_type);
+
+CREATE VIEW pqrun.workers AS
+	SELECT worker_id, pg_catalog.max(seen) AS last_seen, pg_catalog.sum(running)::int AS running_jobs
+	  FROM (SELECT locked_by, GREATEST(locked_at, heartbeat_at), 1 FROM pqrun.job_live
+	         WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+	        UNION ALL
+	        SELECT locked_by, locked_at, 0 FROM pqrun.job_done
+	         WHERE finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '1 hour'::interval)
+	        UNION ALL
+	        SELECT worker_id, started_at, 0 FROM pqrun.attempt_log
+	         WHERE finished_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '1 hour'::interval)
+	       ) AS seen_by(worker_id, seen, running)
+	 WHERE worker_id IS NOT NULL
+	   AND seen OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) '1 hour'::interval)
+	 GROUP BY worker_id;
+
+/* The backend holding back the vacuum horizon (the "death spiral" of every
+ * table-based queue: dead rows nobody may remove) and pqrun's dead tuples. */
+CREATE VIEW pqrun.health AS
+	SELECT h.pid AS horizon_pid, h.usename AS horizon_user, h.state AS horizon_state,
+	       h.xact_age AS horizon_xact_age, h.xact_start AS horizon_xact_start,
+	       h.query_start AS horizon_query_start,
+	       (SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_live'::regclass) AS job_live_dead_tuples,
+	       (SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_live'::regclass) AS job_live_live_tuples,
+	       (SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_done'::regclass) AS job_done_dead_tuples,
+	       (SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_done'::regclass) AS job_done_live_tuples
+	  FROM (SELECT 1) AS one
+	  LEFT JOIN LATERAL (
+	        SELECT pid, usename, state, xact_start, query_start,
+	               GREATEST(pg_catalog.age(backend_xmin), pg_catalog.age(backend_xid)) AS xact_age
+	          FROM pg_catalog.pg_stat_activity
+	         WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+	           AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+	         ORDER BY 6 DESC NULLS LAST LIMIT 1) AS h ON true;
+
+CREATE FUNCTION pqrun.metrics()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT pg_catalog.concat_ws(E'\n',
+	  '# HELP pqrun_jobs Jobs by queue, job type and status.',
+	  '# TYPE pqrun_jobs gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_jobs{queue=%s,job_type=%s,status="%s"} %s',
+	           pg_catalog.to_json(s.queue), pg_catalog.to_json(s.job_type), st.status, st.n), E'\n'
+	           ORDER BY s.queue, s.job_type, st.status)
+	     FROM pqrun.queue_stats s,
+	          LATERAL (VALUES ('BLOCKED', s.blocked), ('READY', s.ready), ('RUNNING', s.running),
+	                          ('DONE', s.done), ('FAILED', s.failed), ('CANCELLED', s.cancelled)) AS st(status, n)),
+	  '# HELP pqrun_oldest_ready_age_seconds Age of the oldest runnable job.',
+	  '# TYPE pqrun_oldest_ready_age_seconds gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_oldest_ready_age_seconds{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type),
+	           COALESCE(pg_catalog.date_part('epoch', oldest_ready_age), 0)), E'\n' ORDER BY queue, job_type)
+	     FROM pqrun.queue_stats),
+	  '# HELP pqrun_done_last_5min Jobs finished DONE in the last five minutes.',
+	  '# TYPE pqrun_done_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_done_last_5min{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), done_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM pqrun.queue_stats),
+	  '# HELP pqrun_horizon_xact_age Transaction age (in XIDs) of the backend holding back vacuum.',
+	  '# TYPE pqrun_horizon_xact_age gauge',
+	  (SELECT pg_catalog.format('pqrun_horizon_xact_age %s', COALESCE(horizon_xact_age, 0)) FROM pqrun.health),
+	  '# HELP pqrun_dead_tuples Dead tuples in pqrun''s tables.',
+	  '# TYPE pqrun_dead_tuples gauge',
+	  (SELECT pg_catalog.format(E'pqrun_dead_tuples{table="job_live"} %s\npqrun_dead_tuples{table="job_done"} %s',
+	           COALESCE(job_live_dead_tuples, 0), COALESCE(job_done_dead_tuples, 0)) FROM pqrun.health)) || E'\n'
+$$;
+
+/* ---- Permissions -------------------------------------------------------- */
+
+/* The API functions run as the extension's owner with a pinned search_path:
+ * roles get EXECUTE on exactly the functions of their use and no access to
+ * the tables behind them. */
+DO $$
+DECLARE
+	f regprocedure;
+BEGIN
+	FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+	          WHERE p.pronamespace OPERATOR(pg_catalog.=) 'pqrun'::regnamespace
+	            AND p.prolang OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_language WHERE lanname = 'c')
+	            AND p.prokind OPERATOR(pg_catalog.=) 'f'
+	LOOP
+		EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
+	END LOOP;
+END $$;
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pqrun FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA pqrun FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA pqrun FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pqrun FROM PUBLIC;
+
+/* A fresh lease token for each claimed row, called by pickup's claim (which
+ * runs as the owner). Not SECURITY DEFINER: switching role and search_path on
+ * every row would cost more than the token itself. */
+CREATE FUNCTION pqrun._lease_token() RETURNS uuid
+AS 'MODULE_PATHNAME', 'pqrun_lease_token' LANGUAGE c VOLATILE;
+REVOKE ALL ON FUNCTION pqrun._lease_token() FROM PUBLIC;
+
+/* When this backend started: with holder_pid it names the session holding a
+ * running job, since process ids are reused (orphan rescue, README). */
+CREATE FUNCTION pqrun._backend_started() RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pqrun_backend_started' LANGUAGE c STABLE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION pqrun._backend_started() FROM PUBLIC;
+
+CREATE FUNCTION pqrun.grant_producer(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
+	               ' pqrun.enqueue_batch(jsonb), pqrun.cancel(bigint, text) TO %s', role);
+END $$;
+
+CREATE FUNCTION pqrun.grant_worker(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
+	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
+	 * as its caller. */
+	EXECUTE format('GRANT SELECT ON pqrun.job_live TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.pickup(text, text[], text[], int, interval),'
+	               ' pqrun.mark_done(bigint, jsonb, uuid), pqrun.mark_done_batch(bigint[], uuid[]),'
+	               ' pqrun.mark_error(bigint, text, boolean, uuid, interval),'
+	               ' pqrun.heartbeat(bigint, uuid),'
+	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
+	               ' pqrun.enqueue_batch(jsonb) TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);
+END $$;
+
+CREATE FUNCTION pqrun.grant_monitor(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.workers, pqrun.health TO %s', role);
+	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
+		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
+	END IF;
+	/* Functions in a view run with the privileges of whoever reads it. */
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters() TO %s', role);
+END $$;
+
+REVOKE ALL ON FUNCTION pqrun.grant_producer(regrole), pqrun.grant_worker(regrole), pqrun.grant_monitor(regrole) FROM PUBLIC;
+
+/* ---- Background workers ------------------------------------------------- */
+
+CREATE FUNCTION pqrun._register_database()
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_register_database' LANGUAGE c VOLATILE;
+REVOKE ALL ON FUNCTION pqrun._register_database() FROM PUBLIC;
+
+/* Wake the launcher so this database gets its worker within a second. */
+SELECT pqrun._register_database();
+
+/* ---- Periodic schedules ---- */
+
+/* One row per (name, key) schedule. next_run is always one of the
+ * schedule's slots (a cron fire time in pqrun.cron_timezone, or creation
+ * time + k * run_every); firing moves it to the first slot after now(), so
+ * missed slots fire once. Rows are user configuration, so pg_dump keeps them. */
+CREATE TABLE pqrun.periodic (
+	name        text        NOT NULL,
+	key         text        NOT NULL DEFAULT '',
+	job_type    text        NOT NULL,
+	payload     jsonb       NOT NULL DEFAULT '{}',
+	priority    int         NOT NULL DEFAULT 0,
+	queue       text        NOT NULL DEFAULT 'default',
+	cron        text,
+	run_every   interval,
+	active      boolean     NOT NULL DEFAULT true,
+	next_run    timestamptz NOT NULL,
+	last_run    timestamptz,
+	last_job_id bigint,
+	created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (name, key),
+	CHECK ((cron IS NULL) OPERATOR(pg_catalog.<>) (run_every IS NULL)),
+	CHECK (run_every OPERATOR(pg_catalog.>) '0'::interval)
+);
+CREATE INDEX periodic_due ON pqrun.periodic (next_run) WHERE active;
+SELECT pg_catalog.pg_extension_config_dump('pqrun.periodic', '');
+
+CREATE FUNCTION pqrun.schedule(
+	name      text,
+	job_type  text,
+	cron      text     DEFAULT NULL,
+	run_every interval DEFAULT NULL,
+	payload   jsonb    DEFAULT '{}',
+	priority  int      DEFAULT 0,
+	key       text     DEFAULT '',
+	queue     text     DEFAULT 'default',
+	active    boolean  DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_schedule' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.unschedule(name text, key text DEFAULT '')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pqrun_unschedule' LANGUAGE c VOLATILE;
+
+/* STABLE, not IMMUTABLE: the answer depends on pqrun.cron_timezone. */
+CREATE FUNCTION pqrun.cron_next(expr text, after timestamptz DEFAULT pg_catalog.now())
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pqrun_cron_next' LANGUAGE c STABLE STRICT PARALLEL SAFE;
+
+/* Internal: one firing step of the maintenance round (what
+ * run_maintenance() and the workers do), and the run_every slot arithmetic
+ * it uses: the first due + k * run_every (k >= 1) after `after`. */
+CREATE FUNCTION pqrun._fire_due_schedules()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pqrun_fire_due_schedules' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun._run_every_next(run_every interval, due timestamptz, after timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pqrun_run_every_next' LANGUAGE c STABLE STRICT PARALLEL SAFE;
+
+/* As the other API functions (see "Permissions"): the ones that touch
+ * pqrun.periodic run as the extension's owner with a pinned search_path, and
+ * PUBLIC gets nothing. */
+ALTER FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean)
+	SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION pqrun.unschedule(text, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION pqrun._fire_due_schedules() SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean),
+	pqrun.unschedule(text, text), pqrun.cron_next(text, timestamptz), pqrun._fire_due_schedules(),
+	pqrun._run_every_next(interval, timestamptz, timestamptz) FROM PUBLIC;
