@@ -4,7 +4,10 @@
 # Installs the packages, builds and installs the extension, creates a local
 # cluster (run by the `postgres` OS user) with pqrun preloaded, creates the
 # extension in database `pqrun_demo`, runs a short demo and leaves the server
-# running. Rerunning it reuses the cluster.
+# running. Rerunning it reuses the cluster and starts the demo over: the
+# extension is created anew in `pqrun_demo`, so an earlier run's jobs (a retry
+# that fell due meanwhile, say) are gone. It works from any checkout, also
+# one the `postgres` user cannot read.
 #
 # Usage: bash examples/quickstart.sh      (PQRUN_DIR, PQRUN_PORT to override)
 set -euo pipefail
@@ -34,7 +37,10 @@ psql_demo -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'pqrun_dem
 	psql_demo -d postgres -qc "CREATE DATABASE pqrun_demo"
 psql_demo -d pqrun_demo -v ON_ERROR_STOP=1 <<'SQL'
 \set QUIET on
-CREATE EXTENSION IF NOT EXISTS pqrun;
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS pqrun CASCADE;
+CREATE EXTENSION pqrun;
+RESET client_min_messages;
 \set QUIET off
 \echo '-- a producer enqueues three jobs, one of them delayed and one depending on another'
 SELECT pqrun.enqueue('send_email', '{"to": "ada@example.com"}', priority => 10) AS email_job \gset
@@ -44,8 +50,10 @@ SELECT pqrun.enqueue('report', '{}', run_after => now() + interval '1 hour');
 
 \echo '-- a worker picks up two jobs (highest priority first) and finishes them'
 SELECT id, job_type, status, attempts, locked_by FROM pqrun.pickup('demo-worker', batch_size => 2);
-SELECT pqrun.mark_done(:email_job, '{"sent": true}');
-SELECT pqrun.mark_error(:image_job, 'disk full') AS image_job_now;
+SELECT pqrun.mark_done(id, '{"sent": true}') FROM pqrun.jobs
+ WHERE status = 'RUNNING' AND locked_by = 'demo-worker' AND job_type = 'send_email';
+SELECT pqrun.mark_error(id, 'disk full') AS image_job_now FROM pqrun.jobs
+ WHERE status = 'RUNNING' AND locked_by = 'demo-worker' AND job_type = 'resize_image';
 
 \echo '-- monitoring'
 SELECT id, job_type, status, attempts, run_after > now() AS delayed, last_error FROM pqrun.jobs ORDER BY id;

@@ -61,23 +61,17 @@ echo "== unit tests"
 if make -s -C test/unit >"$work/unit.log" 2>&1; then pass; else fail "unit"; fi
 grep -E "passed|failed" "$work/unit.log"
 
-pgxs=$(dirname "$(pg_config --pgxs)")/../..
-regress_tests=$(sed -n 's/^REGRESS *= *//p' Makefile)
-isolation_tests=$(sed -n 's/^ISOLATION *= *//p' Makefile)
-
+# pg_regress and pg_isolation_regress run as the cluster's OS user, which
+# may not read this checkout (a clone in root's home is mode 700): they get
+# copies of their inputs in the run's own directory.
 echo "== pg_regress"
-mkdir -p "$work/regress" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/regress"; }
-as_pg "$pgxs/src/test/regress/pg_regress" --inputdir="$repo" --outputdir="$work/regress" \
-	--bindir="$PG_BINDIR" --host="$work" --port="$port" --user=postgres --dbname=pqrun_regress \
-	$regress_tests 2>&1 | tee "$work/regress.log"
+source test/lib/regress.sh
+run_pg_regress "$repo" "$work" pqrun_regress | tee "$work/regress.log"
 count_pg_regress regress "$work/regress.log" "${PIPESTATUS[0]}"
 [ -f "$work/regress/regression.diffs" ] && cp "$work/regress/regression.diffs" "$repo/regression.diffs"
 
 echo "== isolation"
-mkdir -p "$work/isolation" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/isolation"; }
-as_pg "$pgxs/src/test/isolation/pg_isolation_regress" --inputdir="$repo/test/isolation" \
-	--outputdir="$work/isolation" --bindir="$PG_BINDIR" --host="$work" --port="$port" --user=postgres \
-	--dbname=pqrun_isolation $isolation_tests 2>&1 | tee "$work/isolation.log"
+run_isolation "$repo" "$work" pqrun_isolation | tee "$work/isolation.log"
 count_pg_regress isolation "$work/isolation.log" "${PIPESTATUS[0]}"
 [ -f "$work/isolation/regression.diffs" ] && cp "$work/isolation/regression.diffs" "$repo/isolation.diffs"
 

@@ -7,10 +7,14 @@
 
 PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
 
-# as_pg CMD...: run a command as the cluster's OS user.
+# as_pg CMD...: run a command as the cluster's OS user, from / when that
+# user cannot enter the current directory (a checkout in /root): PostgreSQL's
+# programs complain about it otherwise. Paths given must then be absolute.
 as_pg() {
-	if [ "$(id -u)" = 0 ]; then
+	if [ "$(id -u)" = 0 ] && runuser -u postgres -- test -x "$PWD" 2>/dev/null; then
 		runuser -u postgres -- "$@"
+	elif [ "$(id -u)" = 0 ]; then
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
 	fi
