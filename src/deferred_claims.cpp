@@ -95,6 +95,8 @@ WriteBySql(const Batch *d)
 	int sec_context;
 	GetUserIdAndSecContext(&user, &sec_context);
 	SetUserIdAndSecContext(d->owner, sec_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	/* The caller's search_path, not the pickup's pinned one, is in force. */
+	int nest_level = guc::PinSearchPath();
 	spi::Connect();
 	const Claims &c = d->claims;
 	Datum values[4] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
@@ -103,6 +105,7 @@ WriteBySql(const Batch *d)
 	if (written != static_cast<uint64>(c.count))
 		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, c.count);
 	spi::Finish();
+	guc::Unpin(nest_level);
 	SetUserIdAndSecContext(user, sec_context);
 }
 
@@ -115,11 +118,8 @@ Write(const Batch *d)
 	bool own_snapshot = !ActiveSnapshotSet();
 	if (own_snapshot)
 		PushActiveSnapshot(GetTransactionSnapshot());
-	/* The caller's search_path, not the pickup's pinned one, is in force. */
-	int nest_level = guc::PinSearchPath();
 	if (!direct_claim::Write(d->claims, d->at, d->worker, d->namespace_id))
 		WriteBySql(d);
-	guc::Unpin(nest_level);
 	if (own_snapshot)
 		PopActiveSnapshot();
 	/* Writing claims is claiming: a transaction that did nothing else still

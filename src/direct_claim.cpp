@@ -76,7 +76,7 @@ bool
 Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker, Oid namespace_id)
 {
 	Tables tables;
-	if (!OpenTables(namespace_id, RowExclusiveLock, &tables))
+	if (!OpenTables(namespace_id, RowExclusiveLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Columns columns = FindColumns(live);

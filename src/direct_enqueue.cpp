@@ -117,7 +117,7 @@ bool
 Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 {
 	Tables tables;
-	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables))
+	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Layout layout;

@@ -333,7 +333,7 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 {
 	Oid namespace_id = deferred_claims::FinishableIn();
 	Tables tables;
-	if (!OidIsValid(namespace_id) || !OpenTables(namespace_id, RowExclusiveLock, &tables))
+	if (!OidIsValid(namespace_id) || !OpenTables(namespace_id, RowExclusiveLock, &tables, true))
 		return 0;
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	int count = taken.claims.count;
@@ -361,7 +361,7 @@ bool
 FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out)
 {
 	Tables tables;
-	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables))
+	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, true))
 		return false;
 	/* This path reads below the executor hook that writes deferred claims
 	 * before a query looks at the queue: the job may be one of them. */

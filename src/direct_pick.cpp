@@ -281,7 +281,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 {
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Tables tables;
-	if (!OpenTables(namespace_id, RowShareLock, &tables))
+	if (!OpenTables(namespace_id, RowShareLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Layout layout;

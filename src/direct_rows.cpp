@@ -118,7 +118,7 @@ Tables::Close()
 }
 
 bool
-OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables)
+OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 {
 	*tables = Tables{};
 	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode() || preparing ||
@@ -126,35 +126,40 @@ OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables)
 		return false;
 	Oid live_id = get_relname_relid("job_live", namespace_id);
 	Oid done_id = get_relname_relid("job_done", namespace_id);
-	Oid job_status = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"),
-	                                 ObjectIdGetDatum(namespace_id));
-	if (!OidIsValid(live_id) || !OidIsValid(done_id) || !OidIsValid(job_status))
+	if (!OidIsValid(live_id) || !OidIsValid(done_id))
 		return false;
+	/* The verdict is asked for after the locks: the invalidations committed
+	 * before are processed when they are taken. */
 	tables->live = table_open(live_id, lockmode);
-	tables->done = table_open(done_id, lockmode);
-	/* Asked for after the locks: an invalidation is processed when they are
-	 * taken. */
+	if (with_done)
+		tables->done = table_open(done_id, lockmode);
+	bool allowed = verdict.live == live_id && verdict.done == done_id && verdict.allowed;
 	if (verdict.live != live_id || verdict.done != done_id) {
 		static bool callback_registered = false;
 		if (!callback_registered) {
 			CacheRegisterRelcacheCallback(ForgetVerdict, Datum(0));
 			callback_registered = true;
 		}
+		if (tables->done == nullptr)
+			tables->done = table_open(done_id, lockmode);
+		Oid job_status = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"),
+		                                 ObjectIdGetDatum(namespace_id));
 		uint64 seen = invalidations;
-		bool allowed = Plain(tables->live) && Plain(tables->done) &&
-		               HasColumnsOf(tables->live, kLiveColumns, job_status) &&
-		               HasColumnsOf(tables->done, kDoneColumns, job_status);
+		allowed = OidIsValid(job_status) && Plain(tables->live) && Plain(tables->done) &&
+		          HasColumnsOf(tables->live, kLiveColumns, job_status) &&
+		          HasColumnsOf(tables->done, kDoneColumns, job_status);
 		if (seen == invalidations)
 			verdict = Verdict{live_id, done_id, allowed};
-		if (allowed)
-			return true;
+	}
+	if (!allowed) {
 		tables->Close();
 		return false;
 	}
-	if (verdict.allowed)
-		return true;
-	tables->Close();
-	return false;
+	if (!with_done && tables->done != nullptr) {
+		table_close(tables->done, NoLock);
+		tables->done = nullptr;
+	}
+	return true;
 }
 
 void

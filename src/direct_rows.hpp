@@ -36,8 +36,10 @@ struct Tables {
  *  - both have exactly pqrun's columns, by name and type (so no column an
  *    operator added, none whose type was changed or is a domain over it).
  * CHECK and NOT NULL constraints, defaults and unique indexes the direct
- * paths enforce themselves, as COPY does. */
-bool OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables);
+ * paths enforce themselves, as COPY does. The verdict on the tables is kept
+ * until a relcache invalidation of either; job_done is left closed unless
+ * `with_done` (a pick, a claim or an enqueue writes job_live only). */
+bool OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done);
 
 /* PreparingTransaction marks the transaction as being prepared (its
  * deferred claims are then written through SQL). */

@@ -50,7 +50,7 @@ OnXactEvent(XactEvent event)
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
-		direct_rows::PreparingTransaction(false);
+		direct_rows::PreparingTransaction(false); /* also after a failed pre-prepare */
 		claims_end = InvalidXLogRecPtr;
 		deferred_claims::Forget();
 		break;

@@ -427,11 +427,12 @@ cancel_in_look() {
 	local name
 	for name in TL CL; do
 		(
+			rc=0
 			PGAPPNAME=lp_$name psql -X -qtA -v VERBOSITY=sqlstate -d "$db" \
 				-c "SET statement_timeout = '$([ $name = TL ] && echo 300ms || echo 0)'" \
 				-c "SELECT * FROM pqrun.pickup('x', ARRAY['never'], wait => '10 s')" -c "SELECT 'ALIVE'" \
-				>"$tmp/$name.out" 2>"$tmp/$name.err"
-			echo "0 $?" >"$tmp/$name.res"
+				>"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
+			echo "0 $rc" >"$tmp/$name.res"
 		) &
 		pids+=($!)
 		eval "pid_$name=$!"
