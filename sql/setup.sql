@@ -7,7 +7,9 @@ CREATE EXTENSION pqrun;
 RESET client_min_messages;
 \pset null '(null)'
 
-\dx pqrun
+-- (pg_extension rather than \dx, whose columns change with psql's version)
+SELECT e.extname, e.extversion, n.nspname AS schema, pg_catalog.obj_description(e.oid, 'pg_extension') AS description
+  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pqrun';
 
 -- The extension is not relocatable; it owns schema pqrun (created by its script,
 -- so DROP EXTENSION drops it) and is registered in pg_catalog.

@@ -97,6 +97,28 @@ IndexBeginScan(Relation heap, Relation index, Snapshot snapshot, int nkeys)
 #endif
 }
 
+/* PG18 renamed ResultRelInfo's compiled CHECK constraints. */
+inline ExprState **&
+CheckConstraintExprs(ResultRelInfo *info)
+{
+#if PG_VERSION_NUM >= 180000
+	return info->ri_CheckConstraintExprs;
+#else
+	return info->ri_ConstraintExprs;
+#endif
+}
+
+/* PG18 added whether a deferrable primary key will do (it will not). */
+inline Oid
+PrimaryKeyIndex(Relation rel)
+{
+#if PG_VERSION_NUM >= 180000
+	return RelationGetPrimaryKeyIndex(rel, false);
+#else
+	return RelationGetPrimaryKeyIndex(rel);
+#endif
+}
+
 /* PG17 renamed the lookup of a backend in this transaction's snapshot of
  * the backend status table (1-based index, as before). */
 inline LocalPgBackendStatus *
@@ -106,6 +128,31 @@ LocalBackendStatus(int index)
 	return pgstat_get_local_beentry_by_index(index);
 #else
 	return pgstat_fetch_stat_local_beentry(index);
+#endif
+}
+
+/* This backend's index into the PGPROC array, which per-backend shared
+ * tables (wake.cpp's waiters) are indexed by: PG17 moved it from
+ * MyProc->pgprocno to MyProcNumber; -1 before it is known. */
+inline int
+MyProcIndex()
+{
+#if PG_VERSION_NUM >= 170000
+	return MyProcNumber;
+#else
+	return MyProc != nullptr ? MyProc->pgprocno : -1;
+#endif
+}
+
+/* The `extra` a GUC check hook hands back: PG16 frees it with guc_free,
+ * a pfree in the GUC memory context, where earlier versions call free(). */
+inline void *
+GucExtraAlloc(size_t size)
+{
+#if PG_VERSION_NUM >= 160000
+	return guc_malloc(LOG, size);
+#else
+	return malloc(size);
 #endif
 }
 

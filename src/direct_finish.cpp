@@ -227,7 +227,7 @@ MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, 
 Relation
 LiveIdIndex(Relation live, AttrNumber live_id)
 {
-	Oid index_id = RelationGetPrimaryKeyIndex(live);
+	Oid index_id = compat::PrimaryKeyIndex(live);
 	if (!OidIsValid(index_id))
 		return nullptr;
 	Relation index = index_open(index_id, RowExclusiveLock);
@@ -251,7 +251,7 @@ FindLatest(Relation live, Relation index, int64 job_id, TupleTableSlot *slot)
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(job_id));
 	SnapshotData dirty;
 	InitDirtySnapshot(dirty);
-	IndexScanDesc scan = index_beginscan(live, index, &dirty, 1, 0);
+	IndexScanDesc scan = compat::IndexBeginScan(live, index, &dirty, 1);
 	bool found;
 	for (;;) {
 		index_rescan(scan, &key, 1, nullptr, 0);

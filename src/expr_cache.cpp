@@ -147,7 +147,7 @@ FillChecks(ResultRelInfo *info)
 {
 	Relation rel = info->ri_RelationDesc;
 	TupleConstr *constr = rel->rd_att->constr;
-	if (info->ri_ConstraintExprs != nullptr || constr == nullptr || constr->num_check == 0 ||
+	if (compat::CheckConstraintExprs(info) != nullptr || constr == nullptr || constr->num_check == 0 ||
 	    constr->num_check != rel->rd_rel->relchecks)
 		return;
 	Entry *entry = Find({RelationGetRelid(rel), Kind::kChecks}, [&]() {
@@ -158,7 +158,7 @@ FillChecks(ResultRelInfo *info)
 		return exprs;
 	});
 	if (entry->states != nullptr && entry->count == constr->num_check)
-		info->ri_ConstraintExprs = entry->states;
+		compat::CheckConstraintExprs(info) = entry->states;
 }
 
 /* FillPredicates gives `info`'s partial indexes their kept predicate states. */

@@ -37,7 +37,7 @@ CheckBackoff(char **newval, void **extra, GucSource source)
 		GUC_check_errdetail("%s", error);
 		return false;
 	}
-	auto *copy = static_cast<backoff::Schedule *>(malloc(sizeof(backoff::Schedule)));
+	auto *copy = static_cast<backoff::Schedule *>(compat::GucExtraAlloc(sizeof(backoff::Schedule)));
 	if (copy == nullptr)
 		return false;
 	*copy = parsed;

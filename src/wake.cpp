@@ -2,8 +2,8 @@
  *
  * Local state lives in TopMemoryContext-free static arrays and is reset at
  * the end of every transaction. The shared waiter table is indexed by the
- * waiter's pgprocno; `waiting` counts registered waiters so that a commit
- * with nobody waiting takes no lock at all.
+ * waiter's index in the PGPROC array; `waiting` counts registered waiters so
+ * that a commit with nobody waiting takes no lock at all.
  */
 #include "wake.hpp"
 
@@ -50,6 +50,15 @@ struct WaiterTable {
 };
 
 WaiterTable *table = nullptr;
+
+/* MyIndex answers this backend's entry in the waiter table, -1 when there is
+ * no table (no shared memory) or the backend has none. */
+int
+MyIndex()
+{
+	int index = table != nullptr && MyProc != nullptr ? compat::MyProcIndex() : -1;
+	return index >= 0 && index < table->size ? index : -1;
+}
 
 /* This backend's look began after a wake-up and has not finished: if it
  * ends in an error, the wake-up is owed to another waiter. */
@@ -483,7 +492,8 @@ NoteDelayed(TimestampTz run_after)
 bool
 Register(ArrayType *job_types, ArrayType *queues)
 {
-	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
+	int mine = MyIndex();
+	if (mine < 0)
 		return false;
 	/* A FATAL exit (pg_terminate_backend, say) skips PG_FINALLY: leave the
 	 * table on process exit too, or the next backend with this PGPROC would
@@ -500,9 +510,9 @@ Register(ArrayType *job_types, ArrayType *queues)
 	FillFilter(job_types, w.types, &w.ntypes);
 	FillFilter(queues, w.queues, &w.nqueues);
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	if (!table->waiters[MyProc->pgprocno].in_use)
+	if (!table->waiters[mine].in_use)
 		pg_atomic_fetch_add_u32(&table->waiting, 1);
-	table->waiters[MyProc->pgprocno] = w;
+	table->waiters[mine] = w;
 	LWLockRelease(table->lock);
 	return true;
 }
@@ -510,10 +520,11 @@ Register(ArrayType *job_types, ArrayType *queues)
 void
 Unregister(bool claimed_any)
 {
-	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
+	int mine = MyIndex();
+	if (mine < 0)
 		return;
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	Waiter &me = table->waiters[MyProc->pgprocno];
+	Waiter &me = table->waiters[mine];
 	if (me.in_use) {
 		me.in_use = false;
 		pg_atomic_fetch_sub_u32(&table->waiting, 1);
@@ -542,11 +553,12 @@ LookDone()
 void
 PrepareCheck()
 {
-	if (table == nullptr || MyProc == nullptr || MyProc->pgprocno >= table->size)
+	int mine = MyIndex();
+	if (mine < 0)
 		return;
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	look_owes_wake = table->waiters[MyProc->pgprocno].woken;
-	table->waiters[MyProc->pgprocno].woken = false;
+	look_owes_wake = table->waiters[mine].woken;
+	table->waiters[mine].woken = false;
 	LWLockRelease(table->lock);
 }
 
