@@ -22,7 +22,6 @@ struct Unit {
 };
 
 constexpr int64_t kSecond = 1000000;
-constexpr int64_t kMaxStepUs = 36525LL * 86400 * kSecond; /* 100 years */
 constexpr Unit kUnits[] = {
 	{"us", 1},
 	{"ms", 1000},
@@ -77,7 +76,7 @@ ParseStep(std::string_view item, int64_t *us)
 			per = u.us;
 	}
 	/* A retry's run_after must stay a valid timestamp. */
-	if (per == 0 || number > kMaxStepUs / per)
+	if (per == 0 || number > kMaxDelayUs / per)
 		return false;
 	*us = number * per;
 	return true;

@@ -12,6 +12,11 @@ namespace pqrun::backoff {
 
 constexpr int kMaxSteps = 32;
 
+/* A century: the longest delay pqrun accepts anywhere (a backoff step,
+ * retry_after, run_every, a wait), so that now() plus it is a valid
+ * timestamp. */
+constexpr int64_t kMaxDelayUs = 36525LL * 86400 * 1000000;
+
 /* A parsed schedule: the delay before retry N is step_us[min(N, count) - 1]. */
 struct Schedule {
 	int count;

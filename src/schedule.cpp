@@ -340,7 +340,7 @@ CheckRunEvery(const Interval *every)
 		                       DatumGetCString(DirectFunctionCall1(interval_out, PointerGetDatum(every))))));
 	/* Its runs must stay valid timestamps. */
 	Interval century{};
-	century.day = 36525;
+	century.time = backoff::kMaxDelayUs;
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, PointerGetDatum(every), PointerGetDatum(&century))) > 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("run_every must be at most 100 years")));
 }

@@ -4,6 +4,7 @@
  * cannot (SQLSTATE 22023 for bad values), runs the queue logic inside one
  * SPI connection and packs the result. Nothing else lives here.
  */
+#include "backoff.hpp"
 #include "boundary.hpp"
 #include "lease_token.hpp"
 #include "spi_plans.hpp"
@@ -64,12 +65,10 @@ IsNegative(const Interval *interval)
 }
 
 /* A wait longer than a century is as good as one of a century. */
-constexpr int64 kMaxWaitMs = 36525LL * 86400 * 1000;
-
 int64
 WaitMs(const Interval *wait)
 {
-	return Min(IntervalUs(wait) / 1000, kMaxWaitMs);
+	return Min(IntervalUs(wait), backoff::kMaxDelayUs) / 1000;
 }
 
 /* Longer than anything that finished or went stale since timestamps began:
@@ -196,7 +195,7 @@ PQRUN_FUNCTION(pqrun_mark_error)
 	const Interval *retry_after = PG_ARGISNULL(4) ? nullptr : PG_GETARG_INTERVAL_P(4);
 	if (retry_after && IsNegative(retry_after))
 		RaiseInvalid("retry_after must not be negative");
-	if (retry_after && IntervalUs(retry_after) > kMaxWaitMs * 1000)
+	if (retry_after && IntervalUs(retry_after) > backoff::kMaxDelayUs)
 		RaiseInvalid("retry_after must be at most 100 years");
 	Connect();
 	const char *status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
