@@ -20,10 +20,25 @@
 #   BENCH_WORKLOADS="L0 W1 W1b W2 W3 W5 E1 L1"   (W4, the 5-minute soak, only when listed)
 #   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
 #   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
+#   BENCH_PG_MAJOR=18: on that PostgreSQL version, in its Debian root
+#   (test/lib/pg_root.sh) when the machine does not package it; the results
+#   are copied back to bench/results.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+source test/lib/pg_root.sh
+if [ -n "${BENCH_PG_MAJOR:-}" ] && [ "$BENCH_PG_MAJOR" != "$(pg_root_host_major)" ]; then
+	[ -z "${BENCH_SOURCE:-}" ] || { echo "BENCH_SOURCE needs git; not inside a root" >&2; exit 1; }
+	settings=""
+	for v in ${!BENCH_@}; do [ "$v" = BENCH_PG_MAJOR ] || settings+="$v=$(printf %q "${!v}") "; done
+	status=0
+	pg_root_run "$BENCH_PG_MAJOR" "$repo" "$settings bash bench/run.sh" || status=$?
+	mkdir -p bench/results
+	cp -n "$PQRUN_PG_ROOTS/$BENCH_PG_MAJOR/src/pqrun/bench/results/"* bench/results/ 2>/dev/null
+	exit $status
+fi
+major=${PQRUN_PG_MAJOR:-$(pg_root_host_major)}
 source test/lib/cluster.sh
 source bench/lib/pgtree.sh
 source bench/lib/systems.sh
@@ -55,14 +70,15 @@ source_rev=${BENCH_SOURCE:-}   # empty: the working tree; else a git revision to
 # ---- installation and build ----------------------------------------------
 bash test/lib/install_deps.sh
 have_pgq=1
-if ! dpkg-query -W -f='${Status}' postgresql-15-pgq3 2>/dev/null | grep -q "install ok installed"; then
+if ! dpkg-query -W -f='${Status}' postgresql-$major-pgq3 2>/dev/null | grep -q "install ok installed"; then
 	if [ "$(id -u)" = 0 ]; then
-		echo "== installing postgresql-15-pgq3"
+		echo "== installing postgresql-$major-pgq3"
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get install -y -qq --no-install-recommends postgresql-15-pgq3 >/dev/null 2>&1 ||
-			{ apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-15-pgq3 >/dev/null; }
+		apt-get install -y -qq --no-install-recommends postgresql-$major-pgq3 >/dev/null 2>&1 ||
+			{ apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-$major-pgq3 >/dev/null; } ||
+			{ echo "note: postgresql-$major-pgq3 is not available; PgQ is left out" >&2 && have_pgq=0; }
 	else
-		echo "note: postgresql-15-pgq3 is missing (run as root to install it); PgQ is left out" >&2
+		echo "note: postgresql-$major-pgq3 is missing (run as root to install it); PgQ is left out" >&2
 		have_pgq=0
 	fi
 fi

@@ -23,21 +23,21 @@ struct Unit {
 
 constexpr int64_t kSecond = 1000000;
 constexpr Unit kUnits[] = {
-	{"us", 1},
-	{"ms", 1000},
-	{"s", kSecond},
-	{"sec", kSecond},
-	{"second", kSecond},
-	{"seconds", kSecond},
-	{"min", 60 * kSecond},
-	{"minute", 60 * kSecond},
-	{"minutes", 60 * kSecond},
-	{"h", 3600 * kSecond},
-	{"hour", 3600 * kSecond},
-	{"hours", 3600 * kSecond},
-	{"d", 86400 * kSecond},
-	{"day", 86400 * kSecond},
-	{"days", 86400 * kSecond},
+    {"us", 1},
+    {"ms", 1000},
+    {"s", kSecond},
+    {"sec", kSecond},
+    {"second", kSecond},
+    {"seconds", kSecond},
+    {"min", 60 * kSecond},
+    {"minute", 60 * kSecond},
+    {"minutes", 60 * kSecond},
+    {"h", 3600 * kSecond},
+    {"hour", 3600 * kSecond},
+    {"hours", 3600 * kSecond},
+    {"d", 86400 * kSecond},
+    {"day", 86400 * kSecond},
+    {"days", 86400 * kSecond},
 };
 
 std::string_view
@@ -101,9 +101,10 @@ Parse(std::string_view text, Schedule *out, char *error, int error_len) noexcept
 		}
 		if (!ParseStep(item, &out->step_us[out->count])) {
 			std::string_view bad = Trim(item);
-			snprintf(error, error_len,
-			         "invalid duration \"%.*s\" (expected a number with a unit such as 30s, 5min, 2h, at most 100 years)",
-			         static_cast<int>(bad.size()), bad.data());
+			snprintf(
+			    error, error_len,
+			    "invalid duration \"%.*s\" (expected a number with a unit such as 30s, 5min, 2h, at most 100 years)",
+			    static_cast<int>(bad.size()), bad.data());
 			return false;
 		}
 		out->count++;

@@ -9,14 +9,15 @@ namespace pqrun::batch {
 
 namespace {
 
-const char *const kKeys[queue::kEnqueueArgCount] = {"job_type",   "payload", "priority",   "run_after", "max_attempts",
-                                                     "timeout_seconds", "dedupe_key", "queue", "depends_on", "fifo_key"};
+const char *const kKeys[queue::kEnqueueArgCount] = {"job_type",     "payload",         "priority",   "run_after",
+                                                    "max_attempts", "timeout_seconds", "dedupe_key", "queue",
+                                                    "depends_on",   "fifo_key"};
 
 [[noreturn]] void
 RaiseInvalid(int element, const char *message)
 {
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-	                errmsg("enqueue_batch element %d: %s", element, message)));
+	ereport(ERROR,
+	        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("enqueue_batch element %d: %s", element, message)));
 	pg_unreachable();
 }
 
@@ -105,7 +106,8 @@ ToInt8Array(const JsonbValue &value, int element, const char *key)
 			RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
 		RequireIntegral(item->val.numeric, element, key, "an array of job ids");
 		Numeric number = item->val.numeric;
-		ids[i] = AsInvalid(element, key, [number] { return DirectFunctionCall1(numeric_int8, NumericGetDatum(number)); });
+		ids[i] =
+		    AsInvalid(element, key, [number] { return DirectFunctionCall1(numeric_int8, NumericGetDatum(number)); });
 	}
 	return PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

@@ -8,7 +8,7 @@ namespace pqrun::batch {
 
 struct JobCursor {
 	JsonbIterator *it;
-	int element; /* 1-based number of the element last read */
+	int element;                 /* 1-based number of the element last read */
 	queue::EnqueueArgs defaults; /* made once: building '{}' per element costs */
 };
 

@@ -17,20 +17,12 @@
 #include "shmem.hpp"
 #include "stats.hpp"
 
-extern "C" {
-#include "access/genam.h"
-#include "catalog/pg_database.h"
-#include "postmaster/bgworker.h"
-#include "postmaster/interrupt.h"
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "storage/proc.h"
-#include "tcop/tcopprot.h"
-}
-
 namespace pqrun::bgw {
 
 namespace {
+
+/* The wait event of the launcher between rounds (compat::ExtensionWaitEvent). */
+uint32 launcher_main_wait_event = 0;
 
 constexpr long kLoopMs = 1000;
 constexpr long kRescanMs = 10000;
@@ -270,8 +262,7 @@ LauncherMain()
 	LWLockRelease(shared->lock);
 	ForgetAbsent();
 
-	MemoryContext loop_context =
-		AllocSetContextCreate(TopMemoryContext, "pqrun launcher loop", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext loop_context = AllocSetContextCreate(TopMemoryContext, "pqrun launcher loop", ALLOCSET_DEFAULT_SIZES);
 	TimestampTz next_rescan = 0;
 	bool waiting = false; /* some database waits for a slot */
 	for (;;) {
@@ -290,7 +281,8 @@ LauncherMain()
 			next_rescan = 0;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(loop_context);
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kLoopMs, PG_WAIT_EXTENSION);
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kLoopMs,
+		                compat::ExtensionWaitEvent(launcher_main_wait_event, "PqrunLauncherMain"));
 		ResetLatch(MyLatch);
 	}
 }

@@ -14,18 +14,12 @@
 #include "queue.hpp"
 #include "shmem.hpp"
 
-extern "C" {
-#include "commands/extension.h"
-#include "postmaster/bgworker.h"
-#include "postmaster/interrupt.h"
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "tcop/tcopprot.h"
-}
-
 namespace pqrun::bgw {
 
 namespace {
+
+/* The wait event of the maintenance worker between rounds (compat::ExtensionWaitEvent). */
+uint32 maintenance_main_wait_event = 0;
 
 using shmem::DatabaseSlot;
 using shmem::SlotState;
@@ -162,7 +156,7 @@ MaintenanceMain(Datum arg)
 	pgstat_report_appname("pqrun maintenance");
 
 	MemoryContext loop_context =
-		AllocSetContextCreate(TopMemoryContext, "pqrun maintenance loop", ALLOCSET_DEFAULT_SIZES);
+	    AllocSetContextCreate(TopMemoryContext, "pqrun maintenance loop", ALLOCSET_DEFAULT_SIZES);
 	long error_backoff_ms = 0;
 	for (;;) {
 		CHECK_FOR_INTERRUPTS();
@@ -216,7 +210,8 @@ MaintenanceMain(Datum arg)
 		} else {
 			error_backoff_ms = 0;
 		}
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime, PG_WAIT_EXTENSION);
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime,
+		                compat::ExtensionWaitEvent(maintenance_main_wait_event, "PqrunMaintenanceMain"));
 		ResetLatch(MyLatch);
 	}
 }

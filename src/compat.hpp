@@ -9,14 +9,6 @@
 #error "pqrun needs PostgreSQL 15 or later"
 #endif
 
-/* PG17 lets extensions register their own wait events; before that the
- * closest built-in class is used. */
-#if PG_VERSION_NUM >= 170000
-#define PQRUN_HAVE_CUSTOM_WAIT_EVENTS 1
-#else
-#define PQRUN_HAVE_CUSTOM_WAIT_EVENTS 0
-#endif
-
 /* PG17 added transaction_timeout, which the maintenance worker turns off
  * with the other timeouts. */
 #if PG_VERSION_NUM >= 170000
@@ -49,13 +41,13 @@ TupleUpdate(Relation rel, ItemPointer tid, TupleTableSlot *slot, CommandId cid, 
 	LockTupleMode lockmode;
 #if PG_VERSION_NUM >= 160000
 	TU_UpdateIndexes update_indexes;
-	TM_Result result = table_tuple_update(rel, tid, slot, cid, InvalidSnapshot, InvalidSnapshot, true, tmfd,
-	                                      &lockmode, &update_indexes);
+	TM_Result result = table_tuple_update(rel, tid, slot, cid, InvalidSnapshot, InvalidSnapshot, true, tmfd, &lockmode,
+	                                      &update_indexes);
 	*index_update = {update_indexes != TU_None, update_indexes == TU_Summarizing};
 #else
 	bool update_indexes;
-	TM_Result result = table_tuple_update(rel, tid, slot, cid, InvalidSnapshot, InvalidSnapshot, true, tmfd,
-	                                      &lockmode, &update_indexes);
+	TM_Result result = table_tuple_update(rel, tid, slot, cid, InvalidSnapshot, InvalidSnapshot, true, tmfd, &lockmode,
+	                                      &update_indexes);
 	*index_update = {update_indexes, false};
 #endif
 	return result;
@@ -141,6 +133,24 @@ MyProcIndex()
 	return MyProcNumber;
 #else
 	return MyProc != nullptr ? MyProc->pgprocno : -1;
+#endif
+}
+
+/* The wait event a pqrun sleep shows in pg_stat_activity: PG17 lets an
+ * extension name its own (wait_event_type "Extension", wait_event NAME),
+ * registered once per cluster and looked up once per process; before, all
+ * show as "Extension". */
+inline uint32
+ExtensionWaitEvent(uint32 &cached, const char *name)
+{
+#if PG_VERSION_NUM >= 170000
+	if (cached == 0)
+		cached = WaitEventExtensionNew(name);
+	return cached;
+#else
+	(void)cached;
+	(void)name;
+	return PG_WAIT_EXTENSION;
 #endif
 }
 

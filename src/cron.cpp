@@ -32,14 +32,18 @@ constexpr int kMaxAttempts = 1500;
 constexpr std::string_view kErrorPrefix = "invalid cron expression: ";
 constexpr std::string_view kSpaces = " \t\n\r\f\v";
 
-int64_t FloorDiv(int64_t a, int64_t b) {
+int64_t
+FloorDiv(int64_t a, int64_t b)
+{
 	const int64_t q = a / b;
 	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
 // Howard Hinnant's days_from_civil and civil_from_days (proleptic Gregorian,
 // day 0 = 1970-01-01), valid far beyond any instant NextFire accepts.
-int64_t DaysFromCivil(int64_t y, int m, int d) {
+int64_t
+DaysFromCivil(int64_t y, int m, int d)
+{
 	y -= m <= 2;
 	const int64_t era = (y >= 0 ? y : y - 399) / 400;
 	const int64_t yoe = y - era * 400;
@@ -54,7 +58,9 @@ struct Civil {
 	int day;
 };
 
-Civil CivilFromDays(int64_t z) {
+Civil
+CivilFromDays(int64_t z)
+{
 	z += 719468;
 	const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
 	const int64_t doe = z - era * 146097;
@@ -66,17 +72,23 @@ Civil CivilFromDays(int64_t z) {
 	return {yoe + era * 400 + (month <= 2), month, day};
 }
 
-bool IsLeapYear(int64_t y) {
+bool
+IsLeapYear(int64_t y)
+{
 	return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
 }
 
-int DaysInMonth(int64_t y, int m) {
+int
+DaysInMonth(int64_t y, int m)
+{
 	static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
 	return m == 2 && IsLeapYear(y) ? 29 : kDays[m - 1];
 }
 
-bool DayMatches(const Schedule &s, int64_t y, int m, int d) {
-	const int64_t days = DaysFromCivil(y, m, d) + 4;	// 1970-01-01 was a Thursday
+bool
+DayMatches(const Schedule &s, int64_t y, int m, int d)
+{
+	const int64_t days = DaysFromCivil(y, m, d) + 4; // 1970-01-01 was a Thursday
 	const int64_t weekday = days - FloorDiv(days, 7) * 7;
 	const bool dom = s.days_of_month[d];
 	const bool dow = s.days_of_week[static_cast<size_t>(weekday)];
@@ -86,7 +98,7 @@ bool DayMatches(const Schedule &s, int64_t y, int m, int d) {
 // ---- parsing ---------------------------------------------------------------
 
 constexpr const char *kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun",
-									   "jul", "aug", "sep", "oct", "nov", "dec"};
+                                       "jul", "aug", "sep", "oct", "nov", "dec"};
 constexpr const char *kDayNames[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
 
 struct FieldSpec {
@@ -96,34 +108,39 @@ struct FieldSpec {
 	// Upper end for "*" and "N/step". Day of week stops at 6 so that 7 does
 	// not hand Sunday a second step slot; it is also the last named value.
 	int open_max;
-	const char *const *names;	// names[i] is value min + i, or nullptr
+	const char *const *names; // names[i] is value min + i, or nullptr
 };
 
 constexpr FieldSpec kFields[5] = {
-	{"minute", 0, 59, 59, nullptr},
-	{"hour", 0, 23, 23, nullptr},
-	{"day of month", 1, 31, 31, nullptr},
-	{"month", 1, 12, 12, kMonthNames},
-	{"day of week", 0, 7, 6, kDayNames},
+    {"minute", 0, 59, 59, nullptr},    {"hour", 0, 23, 23, nullptr},        {"day of month", 1, 31, 31, nullptr},
+    {"month", 1, 12, 12, kMonthNames}, {"day of week", 0, 7, 6, kDayNames},
 };
 
-bool IsSpace(char c) {
+bool
+IsSpace(char c)
+{
 	return kSpaces.find(c) != std::string_view::npos;
 }
 
-bool IsDigit(char c) {
+bool
+IsDigit(char c)
+{
 	return c >= '0' && c <= '9';
 }
 
 // ASCII only: the locale must not change what a schedule means.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+bool
+EqualsIgnoreCase(std::string_view a, std::string_view b)
+{
 	auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-	return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-											  [&](char x, char y) { return lower(x) == lower(y); });
+	return a.size() == b.size() &&
+	       std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
 }
 
 // Saturates instead of overflowing; anything that large is out of range anyway.
-bool ParseDigits(std::string_view text, int *out) {
+bool
+ParseDigits(std::string_view text, int *out)
+{
 	if (text.empty())
 		return false;
 	long value = 0;
@@ -136,15 +153,18 @@ bool ParseDigits(std::string_view text, int *out) {
 	return true;
 }
 
-std::string Quote(std::string_view s) {
+std::string
+Quote(std::string_view s)
+{
 	return "\"" + std::string(s) + "\"";
 }
 
 class FieldParser {
-public:
+  public:
 	FieldParser(const FieldSpec &spec, std::string *error) : spec_(spec), error_(error) {}
 
-	bool Parse(std::string_view text, uint64_t *bits) {
+	bool Parse(std::string_view text, uint64_t *bits)
+	{
 		for (size_t pos = 0;;) {
 			const size_t comma = text.find(',', pos);
 			const std::string_view elem = text.substr(pos, comma == std::string_view::npos ? comma : comma - pos);
@@ -158,19 +178,22 @@ public:
 		}
 	}
 
-private:
-	bool Bad(std::string_view token, std::string_view why = "") {
+  private:
+	bool Bad(std::string_view token, std::string_view why = "")
+	{
 		*error_ = std::string(kErrorPrefix) + "bad " + spec_.name + " field " + Quote(token) + std::string(why);
 		return false;
 	}
 
-	bool OutOfRange(const char *what, std::string_view value, int lo, int hi, std::string_view elem) {
+	bool OutOfRange(const char *what, std::string_view value, int lo, int hi, std::string_view elem)
+	{
 		*error_ = std::string(kErrorPrefix) + spec_.name + " " + what + " " + std::string(value) + " out of range " +
-				  std::to_string(lo) + "-" + std::to_string(hi) + " in " + Quote(elem);
+		          std::to_string(lo) + "-" + std::to_string(hi) + " in " + Quote(elem);
 		return false;
 	}
 
-	bool ParseValue(std::string_view token, std::string_view elem, int *out) {
+	bool ParseValue(std::string_view token, std::string_view elem, int *out)
+	{
 		if (!token.empty() && IsDigit(token[0])) {
 			if (!ParseDigits(token, out))
 				return Bad(elem);
@@ -187,7 +210,8 @@ private:
 		return Bad(elem);
 	}
 
-	bool ParseElement(std::string_view elem, uint64_t *bits) {
+	bool ParseElement(std::string_view elem, uint64_t *bits)
+	{
 		std::string_view range = elem;
 		int step = 1;
 		const size_t slash = elem.find('/');
@@ -227,11 +251,15 @@ private:
 };
 
 template <size_t N>
-std::bitset<N> ToBitset(uint64_t bits) {
+std::bitset<N>
+ToBitset(uint64_t bits)
+{
 	return std::bitset<N>(static_cast<unsigned long long>(bits));
 }
 
-bool CanEverFire(const Schedule &s) {
+bool
+CanEverFire(const Schedule &s)
+{
 	// With neither field starred the OR rule lets any selected weekday fire,
 	// and every month has every weekday. Otherwise both must match, so some
 	// selected day of month must exist in a selected month (Feb 29 counts); the
@@ -249,7 +277,9 @@ bool CanEverFire(const Schedule &s) {
 
 // First instant in (lo, hi] whose offset differs from `before`; the caller has
 // seen OffsetAt(hi) != before, and the zone contract allows one change only.
-int64_t FindChange(const TimeZone &tz, int64_t lo, int64_t hi, long before) {
+int64_t
+FindChange(const TimeZone &tz, int64_t lo, int64_t hi, long before)
+{
 	while (hi - lo > 1) {
 		const int64_t mid = lo + (hi - lo) / 2;
 		(tz.OffsetAt(mid) == before ? lo : hi) = mid;
@@ -260,7 +290,9 @@ int64_t FindChange(const TimeZone &tz, int64_t lo, int64_t hi, long before) {
 // The largest local time the clock has shown at any second up to `after`. A
 // local minute fired already iff the clock has reached it, and after a fall
 // back that is not the time the clock shows now.
-int64_t LocalHighWater(const TimeZone &tz, int64_t after) {
+int64_t
+LocalHighWater(const TimeZone &tz, int64_t after)
+{
 	const long now = tz.OffsetAt(after);
 	const long day_ago = tz.OffsetAt(after - kSecondsPerDay);
 	int64_t high = after + now;
@@ -273,7 +305,9 @@ int64_t LocalHighWater(const TimeZone &tz, int64_t after) {
 
 // The first UTC second at which the local clock reads `local` or later: the
 // first occurrence inside a fold, the end of the gap for a skipped time.
-int64_t FirstReach(const TimeZone &tz, int64_t local) {
+int64_t
+FirstReach(const TimeZone &tz, int64_t local)
+{
 	const long before = tz.OffsetAt(local - kSecondsPerDay);
 	if (tz.OffsetAt(local + kSecondsPerDay) == before)
 		return local - before;
@@ -289,7 +323,9 @@ int64_t FirstReach(const TimeZone &tz, int64_t local) {
 // Smallest matching local minute (seconds on the local civil time line) at or
 // after `from`, which must be minute-aligned. Each step skips at least a whole
 // unit of the field that failed, so a year costs at most a few hundred steps.
-bool NextLocalMinute(const Schedule &s, int64_t from, int64_t last_year, int64_t *out) {
+bool
+NextLocalMinute(const Schedule &s, int64_t from, int64_t last_year, int64_t *out)
+{
 	const int64_t days = FloorDiv(from, kSecondsPerDay);
 	const int64_t second_of_day = from - days * kSecondsPerDay;
 	const Civil civil = CivilFromDays(days);
@@ -329,19 +365,23 @@ struct Macro {
 };
 
 constexpr Macro kMacros[] = {
-	{"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"}, {"@weekly", "0 0 * * 0"},
-	{"@daily", "0 0 * * *"},  {"@midnight", "0 0 * * *"}, {"@hourly", "0 * * * *"},
+    {"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"}, {"@weekly", "0 0 * * 0"},
+    {"@daily", "0 0 * * *"},  {"@midnight", "0 0 * * *"}, {"@hourly", "0 * * * *"},
 };
 
-ParseResult Failure(std::string message) {
+ParseResult
+Failure(std::string message)
+{
 	ParseResult result;
 	result.error = std::string(kErrorPrefix) + std::move(message);
 	return result;
 }
 
-}	// namespace
+} // namespace
 
-ParseResult Parse(std::string_view expr) {
+ParseResult
+Parse(std::string_view expr)
+{
 	std::string_view fields[5];
 	size_t count = 0;
 	for (size_t i = 0; i < expr.size();) {
@@ -373,7 +413,7 @@ ParseResult Parse(std::string_view expr) {
 		if (!FieldParser(kFields[i], &result.error).Parse(fields[i], &bits[i]))
 			return result;
 	if (bits[4] & (uint64_t{1} << 7))
-		bits[4] = (bits[4] & 0x7f) | 1;	// 7 is Sunday too
+		bits[4] = (bits[4] & 0x7f) | 1; // 7 is Sunday too
 	Schedule &s = result.schedule;
 	s.minutes = ToBitset<60>(bits[0]);
 	s.hours = ToBitset<24>(bits[1]);
@@ -386,18 +426,22 @@ ParseResult Parse(std::string_view expr) {
 		const size_t first = expr.find_first_not_of(kSpaces);
 		const size_t last = expr.find_last_not_of(kSpaces);
 		return Failure(Quote(expr.substr(first, last - first + 1)) +
-					   " never fires: no selected month has a selected day of month");
+		               " never fires: no selected month has a selected day of month");
 	}
 	result.ok = true;
 	return result;
 }
 
-const TimeZone &Utc() noexcept {
+const TimeZone &
+Utc() noexcept
+{
 	static const FixedOffsetZone utc(0);
 	return utc;
 }
 
-bool NextFire(const Schedule &schedule, int64_t after_us, const TimeZone &tz, int64_t *next_us) noexcept {
+bool
+NextFire(const Schedule &schedule, int64_t after_us, const TimeZone &tz, int64_t *next_us) noexcept
+{
 	if (after_us < -kMaxAbsAfterMicros || after_us > kMaxAbsAfterMicros)
 		return false;
 	const int64_t after = FloorDiv(after_us, kMicrosPerSecond);
@@ -418,4 +462,4 @@ bool NextFire(const Schedule &schedule, int64_t after_us, const TimeZone &tz, in
 	return false;
 }
 
-}	// namespace pqrun::cron
+} // namespace pqrun::cron

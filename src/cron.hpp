@@ -31,7 +31,7 @@ struct Schedule {
 	std::bitset<24> hours;
 	std::bitset<32> days_of_month;
 	std::bitset<13> months;
-	std::bitset<7> days_of_week;	// 0 = Sunday
+	std::bitset<7> days_of_week; // 0 = Sunday
 	bool dom_star = false;
 	bool dow_star = false;
 };
@@ -39,7 +39,7 @@ struct Schedule {
 struct ParseResult {
 	bool ok = false;
 	Schedule schedule;
-	std::string error;	// set iff !ok; starts with "invalid cron expression: "
+	std::string error; // set iff !ok; starts with "invalid cron expression: "
 };
 
 /*
@@ -64,11 +64,11 @@ struct TimeZone {
 };
 
 class FixedOffsetZone final : public TimeZone {
-public:
+  public:
 	explicit FixedOffsetZone(long offset_seconds) noexcept : offset_seconds_(offset_seconds) {}
 	long OffsetAt(int64_t) const noexcept override { return offset_seconds_; }
 
-private:
+  private:
 	long offset_seconds_;
 };
 
@@ -93,6 +93,6 @@ const TimeZone &Utc() noexcept;
  */
 bool NextFire(const Schedule &schedule, int64_t after_us, const TimeZone &tz, int64_t *next_us) noexcept;
 
-}	// namespace pqrun::cron
+} // namespace pqrun::cron
 
-#endif	// PQRUN_CRON_HPP
+#endif // PQRUN_CRON_HPP

@@ -20,11 +20,10 @@ constexpr int64 kUnixEpochOffsetUs = static_cast<int64>(POSTGRES_EPOCH_JDATE - U
 /* PgZone answers UTC offsets from a zone loaded by pg_tzset. It owns
  * nothing and lives only inside NextFire's frame. */
 class PgZone final : public cron::TimeZone {
-public:
+  public:
 	explicit PgZone(const pg_tz *tz) noexcept : tz_(tz) {}
 
-	long
-	OffsetAt(int64_t utc_seconds) const noexcept override
+	long OffsetAt(int64_t utc_seconds) const noexcept override
 	{
 		pg_time_t t = utc_seconds;
 		const struct pg_tm *tm = pg_localtime(&t, tz_);
@@ -33,7 +32,7 @@ public:
 		return tm ? tm->tm_gmtoff : 0;
 	}
 
-private:
+  private:
 	const pg_tz *tz_;
 };
 
@@ -44,14 +43,14 @@ Lookup(const char *name, const char *setting)
 {
 	pg_tz *tz = (name != nullptr && name[0] != '\0') ? pg_tzset(name) : nullptr;
 	if (tz == nullptr)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("time zone \"%s\" not recognized", name ? name : ""),
-		                errhint("Set %s to a time zone name such as \"UTC\" or \"Europe/Berlin\".", setting)));
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("time zone \"%s\" not recognized", name ? name : ""),
+		         errhint("Set %s to a time zone name such as \"UTC\" or \"Europe/Berlin\".", setting)));
 	if (!pg_tz_acceptable(tz))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("time zone \"%s\" appears to use leap seconds", name),
-		                errdetail("PostgreSQL does not support leap seconds."),
-		                errhint("Set %s to a time zone name such as \"UTC\" or \"Europe/Berlin\".", setting)));
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("time zone \"%s\" appears to use leap seconds", name),
+		         errdetail("PostgreSQL does not support leap seconds."),
+		         errhint("Set %s to a time zone name such as \"UTC\" or \"Europe/Berlin\".", setting)));
 	return tz;
 }
 

@@ -4,7 +4,7 @@
  * that is not yet committed: the rows are locked either way, and both are
  * gone with a rollback. Inside the backend, whatever could read the rows
  * starts a query on one of pqrun's relations (the executor hook here) or a
- * utility command (utility_hook.cpp), or commits or prepares
+ * utility command (utility.cpp), or commits or prepares
  * (pickup_commit.cpp), and each of those writes the claims before it looks.
  *
  * A claim written in a subtransaction below the pickup's is undone if that
@@ -31,8 +31,8 @@ struct Batch {
 	Claims claims;
 	TimestampTz at;
 	char *worker;
-	Oid owner;        /* the role the pickup ran as (the extension's owner) */
-	Oid namespace_id; /* pqrun's schema */
+	Oid owner;                   /* the role the pickup ran as (the extension's owner) */
+	Oid namespace_id;            /* pqrun's schema */
 	SubTransactionId subid;      /* where the pickup's row locks are */
 	SubTransactionId written_in; /* where the claims were written; invalid while they are not */
 	Batch *next;
@@ -73,8 +73,6 @@ Finishable()
 		return nullptr;
 	return b;
 }
-
-ExecutorStart_hook_type prev_executor_start = nullptr;
 
 Datum
 UuidArray(const pg_uuid_t *tokens, int n)
@@ -143,6 +141,8 @@ ReadsQueue(const QueryDesc *query_desc, Oid namespace_id)
 	return false;
 }
 
+} // namespace
+
 /* WriteBeforeLooking writes the deferred claims before a query that looks at
  * the queue starts, and lets it see them when its snapshot is its own
  * (taken for it alone, as for every top-level statement and every statement
@@ -159,28 +159,36 @@ WriteBeforeLooking(QueryDesc *query_desc)
 		snapshot->curcid = GetCurrentCommandId(false);
 }
 
+/* A subtransaction's claims move to its parent when it commits; its
+ * unwritten ones go with it when it rolls back (the row locks went too),
+ * and those it wrote become unwritten again. */
 void
-OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId parent_subid)
+AtSubCommit(SubTransactionId subid, SubTransactionId parent_subid)
 {
-	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
-		return;
-	bool abort = event == SUBXACT_EVENT_ABORT_SUB;
-	for (Batch **link = &batches; *link != nullptr;) {
-		Batch *b = *link;
-		if (b->subid == subid && abort) {
-			*link = b->next; /* the row locks went with it */
-			continue;
-		}
+	for (Batch *b = batches; b != nullptr; b = b->next) {
 		if (b->subid == subid)
 			b->subid = parent_subid;
 		if (b->written_in == subid)
-			b->written_in = abort ? InvalidSubTransactionId : parent_subid;
-		link = &b->next;
+			b->written_in = parent_subid;
 	}
 	Settle();
 }
 
-} // namespace
+void
+AtSubAbort(SubTransactionId subid)
+{
+	for (Batch **link = &batches; *link != nullptr;) {
+		Batch *b = *link;
+		if (b->subid == subid) {
+			*link = b->next;
+			continue;
+		}
+		if (b->written_in == subid)
+			b->written_in = InvalidSubTransactionId;
+		link = &b->next;
+	}
+	Settle();
+}
 
 bool
 ShouldDefer()
@@ -309,33 +317,6 @@ TakeForFinish(int n, const Datum *ids, const Datum *leases)
 	taken.at = b->at;
 	taken.worker = CStringGetTextDatum(b->worker);
 	return taken;
-}
-
-} // namespace pqrun::deferred_claims
-
-extern "C" {
-
-static void
-pqrun_deferred_executor_start(QueryDesc *query_desc, int eflags)
-{
-	pqrun::GuardedEntry([&]() { pqrun::deferred_claims::WriteBeforeLooking(query_desc); });
-	if (pqrun::deferred_claims::prev_executor_start)
-		pqrun::deferred_claims::prev_executor_start(query_desc, eflags);
-	else
-		standard_ExecutorStart(query_desc, eflags);
-}
-}
-
-namespace pqrun::deferred_claims {
-
-void
-InstallHooks()
-{
-	prev_executor_start = ExecutorStart_hook;
-	ExecutorStart_hook = pqrun_deferred_executor_start;
-	RegisterSubXactCallback([](SubXactEvent event, SubTransactionId subid, SubTransactionId parent, void *) {
-		GuardedEntry([=]() { OnSubXactEvent(event, subid, parent); });
-	}, nullptr);
 }
 
 } // namespace pqrun::deferred_claims

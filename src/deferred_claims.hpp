@@ -48,8 +48,8 @@ bool ShouldDefer();
 void Defer(const Claims &claims, TimestampTz at, const char *worker);
 
 /* WriteAll writes every unwritten claim; a no-op when there is none. Called
- * at pre-commit and pre-prepare (pickup_commit.cpp) and before utility
- * commands (utility_hook.cpp). */
+ * at pre-commit and pre-prepare and before utility commands (hooks.cpp,
+ * utility.cpp). */
 void WriteAll();
 
 /* Forget drops what this module knows of the ending transaction. */
@@ -66,7 +66,13 @@ Oid FinishableIn();
  * and are written by mark_done_batch's first statement. */
 Taken TakeForFinish(int n, const Datum *ids, const Datum *leases);
 
-/* InstallHooks registers the executor hook and the subtransaction callback. */
-void InstallHooks();
+/* WriteBeforeLooking writes the claims before a query that reads pqrun's
+ * tables starts (the executor-start hook, hooks.cpp). */
+void WriteBeforeLooking(QueryDesc *query_desc);
+
+/* The end of a subtransaction (hooks.cpp): its claims move to the parent,
+ * or go with it. */
+void AtSubCommit(SubTransactionId subid, SubTransactionId parent_subid);
+void AtSubAbort(SubTransactionId subid);
 
 } // namespace pqrun::deferred_claims

@@ -102,8 +102,8 @@ Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker,
 			elog(ERROR, "pqrun: the deferred claim of job %lld could not be written (%d)", (long long)claims.ids[i],
 			     static_cast<int>(result));
 		if (index_update.needed)
-			list_free(compat::InsertIndexTuples(writer.info, new_slot, writer.estate, true,
-			                                    index_update.only_summarizing));
+			list_free(
+			    compat::InsertIndexTuples(writer.info, new_slot, writer.estate, true, index_update.only_summarizing));
 		ExecClearTuple(new_slot);
 		ResetPerTupleExprContext(writer.estate);
 	}

@@ -14,8 +14,22 @@ using queue::EnqueueArgs;
 /* The job_live columns an enqueue sets (the SQL path's INSERT column list),
  * and id, which it reads back. */
 enum Column {
-	kId, kStatus, kDelayed, kPriority, kMaxAttempts, kTimeoutSeconds, kRunAfter, kCreatedAt, kUpdatedAt, kQueue,
-	kJobType, kDedupeKey, kFifoKey, kDependsOn, kPayload, kColumnCount
+	kId,
+	kStatus,
+	kDelayed,
+	kPriority,
+	kMaxAttempts,
+	kTimeoutSeconds,
+	kRunAfter,
+	kCreatedAt,
+	kUpdatedAt,
+	kQueue,
+	kJobType,
+	kDedupeKey,
+	kFifoKey,
+	kDependsOn,
+	kPayload,
+	kColumnCount
 };
 
 struct ColumnDef {
@@ -24,21 +38,21 @@ struct ColumnDef {
 };
 
 constexpr ColumnDef kColumns[kColumnCount] = {
-	{"id", INT8OID},
-	{"status", InvalidOid},
-	{"delayed", BOOLOID},
-	{"priority", INT4OID},
-	{"max_attempts", INT4OID},
-	{"timeout_seconds", INT4OID},
-	{"run_after", TIMESTAMPTZOID},
-	{"created_at", TIMESTAMPTZOID},
-	{"updated_at", TIMESTAMPTZOID},
-	{"queue", TEXTOID},
-	{"job_type", TEXTOID},
-	{"dedupe_key", TEXTOID},
-	{"fifo_key", TEXTOID},
-	{"depends_on", INT8ARRAYOID},
-	{"payload", JSONBOID},
+    {"id", INT8OID},
+    {"status", InvalidOid},
+    {"delayed", BOOLOID},
+    {"priority", INT4OID},
+    {"max_attempts", INT4OID},
+    {"timeout_seconds", INT4OID},
+    {"run_after", TIMESTAMPTZOID},
+    {"created_at", TIMESTAMPTZOID},
+    {"updated_at", TIMESTAMPTZOID},
+    {"queue", TEXTOID},
+    {"job_type", TEXTOID},
+    {"dedupe_key", TEXTOID},
+    {"fifo_key", TEXTOID},
+    {"depends_on", INT8ARRAYOID},
+    {"payload", JSONBOID},
 };
 
 /* Where the columns are, by Column, and which attributes an enqueue sets

@@ -14,8 +14,20 @@ using namespace direct_rows;
 
 /* Where a job_done column's value comes from: the job_live column of the
  * same name, or one of the values the finish supplies. */
-enum class Source { kLive, kStatus, kAttempts, kDuration, kLockedAt, kNow, kToken, kWorker, kOutcome, kError, kResult,
-                    kCount };
+enum class Source {
+	kLive,
+	kStatus,
+	kAttempts,
+	kDuration,
+	kLockedAt,
+	kNow,
+	kToken,
+	kWorker,
+	kOutcome,
+	kError,
+	kResult,
+	kCount
+};
 
 struct Override {
 	const char *column;
@@ -25,17 +37,17 @@ struct Override {
 /* A deferred claim's DONE attempt: the claim was never written, so the
  * attempt's columns come from the claim. */
 constexpr Override kClaimOverrides[] = {
-	{"status", Source::kStatus},   {"attempts", Source::kAttempts},  {"duration_ms", Source::kDuration},
-	{"locked_at", Source::kLockedAt}, {"finished_at", Source::kNow},   {"updated_at", Source::kNow},
-	{"lease_token", Source::kToken}, {"locked_by", Source::kWorker},  {"outcome", Source::kOutcome},
-	{"result", Source::kResult},
+    {"status", Source::kStatus},      {"attempts", Source::kAttempts}, {"duration_ms", Source::kDuration},
+    {"locked_at", Source::kLockedAt}, {"finished_at", Source::kNow},   {"updated_at", Source::kNow},
+    {"lease_token", Source::kToken},  {"locked_by", Source::kWorker},  {"outcome", Source::kOutcome},
+    {"result", Source::kResult},
 };
 
 /* A RUNNING row's attempt: only what ending it changes. */
 constexpr Override kRunningOverrides[] = {
-	{"status", Source::kStatus}, {"duration_ms", Source::kDuration}, {"finished_at", Source::kNow},
-	{"updated_at", Source::kNow}, {"outcome", Source::kOutcome},     {"last_error", Source::kError},
-	{"result", Source::kResult},
+    {"status", Source::kStatus},  {"duration_ms", Source::kDuration}, {"finished_at", Source::kNow},
+    {"updated_at", Source::kNow}, {"outcome", Source::kOutcome},      {"last_error", Source::kError},
+    {"result", Source::kResult},
 };
 
 /* The supplied values, by Source; null until set. */
@@ -67,8 +79,9 @@ DurationMs(TimestampTz from, TimestampTz now)
 {
 	int64 us = now - from;
 	int64 days = us / USECS_PER_DAY;
-	double ms = (static_cast<double>(us - days * USECS_PER_DAY) / 1000000.0 + static_cast<double>(days * SECS_PER_DAY)) *
-	            1000.0;
+	double ms =
+	    (static_cast<double>(us - days * USECS_PER_DAY) / 1000000.0 + static_cast<double>(days * SECS_PER_DAY)) *
+	    1000.0;
 	ms = Max(ms, 0.0);
 	return static_cast<int32>(std::rint(Min(ms, 2147483647.0)));
 }
@@ -79,7 +92,7 @@ struct Layout {
 	Source *source;
 	AttrNumber *live_attnum; /* for Source::kLive */
 	AttrNumber live_id, live_status, live_attempts, live_fifo_key, live_has_dependents, live_queue, live_job_type,
-		live_lease_token, live_locked_at, live_last_error;
+	    live_lease_token, live_locked_at, live_last_error;
 	Oid status_type, ready, running, done;
 };
 
@@ -171,8 +184,7 @@ BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datu
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
 	int64 id = taken.claims.ids[i];
-	if (DatumGetInt64(lv[layout.live_id - 1]) != id ||
-	    DatumGetObjectId(lv[layout.live_status - 1]) != layout.ready ||
+	if (DatumGetInt64(lv[layout.live_id - 1]) != id || DatumGetObjectId(lv[layout.live_status - 1]) != layout.ready ||
 	    !ln[layout.live_fifo_key - 1])
 		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();

@@ -19,15 +19,28 @@ struct OutColumn {
 	Source source;
 };
 constexpr int kOut = 22;
-constexpr OutColumn kOutColumns[kOut] = {
-	{"id", Source::kColumn},           {"queue", Source::kColumn},         {"job_type", Source::kColumn},
-	{"payload", Source::kColumn},      {nullptr, Source::kRunning},        {"priority", Source::kColumn},
-	{"attempts", Source::kNextAttempt}, {"max_attempts", Source::kColumn}, {"run_after", Source::kColumn},
-	{"timeout_seconds", Source::kColumn}, {nullptr, Source::kAt},          {nullptr, Source::kWorker},
-	{nullptr, Source::kToken},         {"dedupe_key", Source::kColumn},    {"fifo_key", Source::kColumn},
-	{"depends_on", Source::kColumn},   {"last_error", Source::kColumn},    {nullptr, Source::kNull},
-	{nullptr, Source::kNull},          {nullptr, Source::kNull},           {"created_at", Source::kColumn},
-	{nullptr, Source::kAt}};
+constexpr OutColumn kOutColumns[kOut] = {{"id", Source::kColumn},
+                                         {"queue", Source::kColumn},
+                                         {"job_type", Source::kColumn},
+                                         {"payload", Source::kColumn},
+                                         {nullptr, Source::kRunning},
+                                         {"priority", Source::kColumn},
+                                         {"attempts", Source::kNextAttempt},
+                                         {"max_attempts", Source::kColumn},
+                                         {"run_after", Source::kColumn},
+                                         {"timeout_seconds", Source::kColumn},
+                                         {nullptr, Source::kAt},
+                                         {nullptr, Source::kWorker},
+                                         {nullptr, Source::kToken},
+                                         {"dedupe_key", Source::kColumn},
+                                         {"fifo_key", Source::kColumn},
+                                         {"depends_on", Source::kColumn},
+                                         {"last_error", Source::kColumn},
+                                         {nullptr, Source::kNull},
+                                         {nullptr, Source::kNull},
+                                         {nullptr, Source::kNull},
+                                         {"created_at", Source::kColumn},
+                                         {nullptr, Source::kAt}};
 constexpr int kId = 0, kQueue = 1, kJobType = 2, kStatus = 4, kPriority = 5, kAttempts = 6;
 
 /* The job_live columns the pick reads, by output column, and what it
@@ -56,8 +69,8 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 	l->delayed = RequireAttNum(live, "delayed");
 	l->status_type = TupleDescAttr(out_desc, kStatus)->atttypid;
 	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
-	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID ||
-	    TupleDescAttr(out_desc, kId)->atttypid != INT8OID || TupleDescAttr(out_desc, kPriority)->atttypid != INT4OID ||
+	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID || TupleDescAttr(out_desc, kId)->atttypid != INT8OID ||
+	    TupleDescAttr(out_desc, kPriority)->atttypid != INT4OID ||
 	    TupleDescAttr(out_desc, kAttempts)->atttypid != INT4OID)
 		return false;
 	l->ready = EnumLabel(l->status_type, "READY");
@@ -95,12 +108,11 @@ KeyedAsOurs(Relation index, const Layout &l)
 		       castNode(Var, linitial(cast->args))->varattno == l.from[kPriority];
 	}
 	if (ours) {
-		Expr *ready = make_opclause(
-			lookup_type_cache(l.status_type, TYPECACHE_EQ_OPR)->eq_opr, BOOLOID, false,
-			reinterpret_cast<Expr *>(makeVar(1, l.status, l.status_type, -1, InvalidOid, 0)),
-			reinterpret_cast<Expr *>(makeConst(l.status_type, -1, InvalidOid, sizeof(Oid), ObjectIdGetDatum(l.ready),
-			                                   false, true)),
-			InvalidOid, InvalidOid);
+		Expr *ready = make_opclause(lookup_type_cache(l.status_type, TYPECACHE_EQ_OPR)->eq_opr, BOOLOID, false,
+		                            reinterpret_cast<Expr *>(makeVar(1, l.status, l.status_type, -1, InvalidOid, 0)),
+		                            reinterpret_cast<Expr *>(makeConst(l.status_type, -1, InvalidOid, sizeof(Oid),
+		                                                               ObjectIdGetDatum(l.ready), false, true)),
+		                            InvalidOid, InvalidOid);
 		fix_opfuncids(reinterpret_cast<Node *>(ready));
 		Expr *not_delayed = make_notclause(reinterpret_cast<Expr *>(makeVar(1, l.delayed, BOOLOID, -1, InvalidOid, 0)));
 		ours = predicate_implied_by(RelationGetIndexPredicate(index), list_make2(ready, not_delayed), false);
@@ -122,9 +134,9 @@ OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
 		return nullptr;
 	Relation index = index_open(index_id, RowShareLock);
 	const Form_pg_index form = index->rd_index;
-	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid &&
-	            index->rd_rel->relam == BTREE_AM_OID && IndexRelationGetNumberOfKeyAttributes(index) == 2 &&
-	            form->indkey.values[0] == 0 && form->indkey.values[1] == l.from[kId] &&
+	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid && index->rd_rel->relam == BTREE_AM_OID &&
+	            IndexRelationGetNumberOfKeyAttributes(index) == 2 && form->indkey.values[0] == 0 &&
+	            form->indkey.values[1] == l.from[kId] &&
 	            TupleDescAttr(RelationGetDescr(index), 0)->atttypid == INT8OID &&
 	            index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[1] == INTEGER_BTREE_FAM_OID &&
 	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l);
@@ -238,8 +250,7 @@ StartKey(const wake::PickKey &start, ScanKeyData *header, ScanKeyData members[2]
 /* LockAndEmit walks `index` from the request's start and locks up to its
  * limit of qualifying rows under `snapshot`, answering how many. */
 uint64
-LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Snapshot snapshot, Emit emit,
-            void *arg)
+LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Snapshot snapshot, Emit emit, void *arg)
 {
 	Filter types(r.job_types), queues(r.queues);
 	ScanKeyData key, members[2];

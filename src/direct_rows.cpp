@@ -21,14 +21,6 @@ struct Verdict {
 Verdict verdict{InvalidOid, InvalidOid, false};
 uint64 invalidations = 0; /* a verdict reached across one is not kept */
 
-void
-ForgetVerdict(Datum, Oid relid)
-{
-	invalidations++;
-	if (relid == InvalidOid || relid == verdict.live || relid == verdict.done)
-		verdict = Verdict{InvalidOid, InvalidOid, false};
-}
-
 /* A column of pqrun's job tables; type InvalidOid for pqrun.job_status. */
 struct Column {
 	const char *name;
@@ -39,25 +31,56 @@ struct Column {
 constexpr Oid kJobStatus = InvalidOid;
 
 constexpr Column kLiveColumns[] = {
-	{"id", INT8OID},           {"status", kJobStatus},        {"delayed", BOOLOID},
-	{"has_dependents", BOOLOID}, {"priority", INT4OID},       {"attempts", INT4OID},
-	{"max_attempts", INT4OID}, {"timeout_seconds", INT4OID},  {"holder_pid", INT4OID},
-	{"run_after", TIMESTAMPTZOID}, {"locked_at", TIMESTAMPTZOID}, {"heartbeat_at", TIMESTAMPTZOID},
-	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID}, {"lease_token", UUIDOID},
-	{"queue", TEXTOID},        {"job_type", TEXTOID},         {"locked_by", TEXTOID},
-	{"dedupe_key", TEXTOID},   {"fifo_key", TEXTOID},         {"depends_on", INT8ARRAYOID},
-	{"last_error", TEXTOID},   {"payload", JSONBOID},         {"holder_started", TIMESTAMPTZOID, true},
+    {"id", INT8OID},
+    {"status", kJobStatus},
+    {"delayed", BOOLOID},
+    {"has_dependents", BOOLOID},
+    {"priority", INT4OID},
+    {"attempts", INT4OID},
+    {"max_attempts", INT4OID},
+    {"timeout_seconds", INT4OID},
+    {"holder_pid", INT4OID},
+    {"run_after", TIMESTAMPTZOID},
+    {"locked_at", TIMESTAMPTZOID},
+    {"heartbeat_at", TIMESTAMPTZOID},
+    {"created_at", TIMESTAMPTZOID},
+    {"updated_at", TIMESTAMPTZOID},
+    {"lease_token", UUIDOID},
+    {"queue", TEXTOID},
+    {"job_type", TEXTOID},
+    {"locked_by", TEXTOID},
+    {"dedupe_key", TEXTOID},
+    {"fifo_key", TEXTOID},
+    {"depends_on", INT8ARRAYOID},
+    {"last_error", TEXTOID},
+    {"payload", JSONBOID},
+    {"holder_started", TIMESTAMPTZOID, true},
 };
 
 constexpr Column kDoneColumns[] = {
-	{"id", INT8OID},           {"status", kJobStatus},        {"priority", INT4OID},
-	{"attempts", INT4OID},     {"max_attempts", INT4OID},     {"timeout_seconds", INT4OID},
-	{"duration_ms", INT4OID},  {"run_after", TIMESTAMPTZOID}, {"locked_at", TIMESTAMPTZOID},
-	{"finished_at", TIMESTAMPTZOID}, {"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID},
-	{"lease_token", UUIDOID},  {"queue", TEXTOID},            {"job_type", TEXTOID},
-	{"locked_by", TEXTOID},    {"dedupe_key", TEXTOID},       {"fifo_key", TEXTOID},
-	{"depends_on", INT8ARRAYOID}, {"outcome", TEXTOID},       {"last_error", TEXTOID},
-	{"result", JSONBOID},      {"payload", JSONBOID},
+    {"id", INT8OID},
+    {"status", kJobStatus},
+    {"priority", INT4OID},
+    {"attempts", INT4OID},
+    {"max_attempts", INT4OID},
+    {"timeout_seconds", INT4OID},
+    {"duration_ms", INT4OID},
+    {"run_after", TIMESTAMPTZOID},
+    {"locked_at", TIMESTAMPTZOID},
+    {"finished_at", TIMESTAMPTZOID},
+    {"created_at", TIMESTAMPTZOID},
+    {"updated_at", TIMESTAMPTZOID},
+    {"lease_token", UUIDOID},
+    {"queue", TEXTOID},
+    {"job_type", TEXTOID},
+    {"locked_by", TEXTOID},
+    {"dedupe_key", TEXTOID},
+    {"fifo_key", TEXTOID},
+    {"depends_on", INT8ARRAYOID},
+    {"outcome", TEXTOID},
+    {"last_error", TEXTOID},
+    {"result", JSONBOID},
+    {"payload", JSONBOID},
 };
 
 /* HasColumnsOf answers whether `rel` has exactly `columns` (optional ones
@@ -108,6 +131,14 @@ Plain(Relation rel)
 } // namespace
 
 void
+OnRelcacheInvalidation(Oid relid)
+{
+	invalidations++;
+	if (relid == InvalidOid || relid == verdict.live || relid == verdict.done)
+		verdict = Verdict{InvalidOid, InvalidOid, false};
+}
+
+void
 Tables::Close()
 {
 	if (done)
@@ -135,11 +166,6 @@ OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 		tables->done = table_open(done_id, lockmode);
 	bool allowed = verdict.live == live_id && verdict.done == done_id && verdict.allowed;
 	if (verdict.live != live_id || verdict.done != done_id) {
-		static bool callback_registered = false;
-		if (!callback_registered) {
-			CacheRegisterRelcacheCallback(ForgetVerdict, Datum(0));
-			callback_registered = true;
-		}
 		if (tables->done == nullptr)
 			tables->done = table_open(done_id, lockmode);
 		Oid job_status = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"),

@@ -41,6 +41,11 @@ struct Tables {
  * `with_done` (a pick, a claim or an enqueue writes job_live only). */
 bool OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done);
 
+/* OnRelcacheInvalidation forgets the verdict on the job tables when either
+ * (or every relation: InvalidOid) is invalidated; the relcache callback,
+ * hooks.cpp. */
+void OnRelcacheInvalidation(Oid relid);
+
 /* PreparingTransaction marks the transaction as being prepared (its
  * deferred claims are then written through SQL). */
 void PreparingTransaction(bool preparing);

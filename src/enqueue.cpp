@@ -21,10 +21,6 @@
 #include "stats.hpp"
 #include "wake.hpp"
 
-extern "C" {
-#include "common/hashfn.h"
-}
-
 namespace pqrun::queue {
 
 using namespace spi;
@@ -51,8 +47,9 @@ Validate(const EnqueueArgs &args, int element)
 		RaiseInvalid(element, "job_type must not be null or empty");
 	for (EnqueueArg required : {kPayload, kPriority, kMaxAttempts, kQueue})
 		if (args.isnull[required]) {
-			static const char *const kNames[] = {"job_type", "payload",    "priority", "run_after", "max_attempts",
-			                                     "timeout_seconds", "dedupe_key", "queue", "depends_on", "fifo_key"};
+			static const char *const kNames[] = {"job_type",     "payload",         "priority",   "run_after",
+			                                     "max_attempts", "timeout_seconds", "dedupe_key", "queue",
+			                                     "depends_on",   "fifo_key"};
 			RaiseInvalid(element, psprintf("%s must not be null", kNames[required]));
 		}
 	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
@@ -66,7 +63,8 @@ Validate(const EnqueueArgs &args, int element)
 	if (!args.isnull[kRunAfter] && TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(args.value[kRunAfter])))
 		RaiseInvalid(element, "run_after must be finite");
 	if (DatumGetInt32(args.value[kMaxAttempts]) < 1)
-		RaiseInvalid(element, psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])));
+		RaiseInvalid(element,
+		             psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])));
 	if (!args.isnull[kTimeoutSeconds] && DatumGetInt32(args.value[kTimeoutSeconds]) <= 0)
 		RaiseInvalid(element,
 		             psprintf("timeout_seconds must be positive, not %d", DatumGetInt32(args.value[kTimeoutSeconds])));
@@ -325,10 +323,12 @@ Enqueue(const EnqueueArgs &args, int element)
 			if (Exec(Stmt::kLiveByDedupe, key, nullptr, SPI_OK_SELECT) > 0)
 				return ColInt64(0, 1);
 		}
-		Datum values[11] = {args.value[kPriority],  args.value[kMaxAttempts], args.value[kTimeoutSeconds],
-		                    TimestampTzGetDatum(run_after), args.value[kQueue], args.value[kJobType],
-		                    args.value[kDedupeKey], args.value[kFifoKey],  args.value[kDependsOn],
-		                    CStringGetTextDatum(cancel_reason), args.value[kPayload]};
+		Datum values[11] = {args.value[kPriority],       args.value[kMaxAttempts],
+		                    args.value[kTimeoutSeconds], TimestampTzGetDatum(run_after),
+		                    args.value[kQueue],          args.value[kJobType],
+		                    args.value[kDedupeKey],      args.value[kFifoKey],
+		                    args.value[kDependsOn],      CStringGetTextDatum(cancel_reason),
+		                    args.value[kPayload]};
 		nulls[2] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
 		nulls[6] = args.isnull[kDedupeKey] ? 'n' : ' ';
 		nulls[7] = args.isnull[kFifoKey] ? 'n' : ' ';

@@ -38,7 +38,8 @@ CallsNonBuiltin(Node *node, void *)
 	/* Domain checks and sublinks reach beyond the expression itself. */
 	if (IsA(node, CoerceToDomain) || IsA(node, SubLink) || IsA(node, SubPlan))
 		return true;
-	if (check_functions_in_node(node, [](Oid fn, void *) { return fn >= FirstGenbkiObjectId; }, nullptr))
+	if (check_functions_in_node(
+	        node, [](Oid fn, void *) { return fn >= FirstGenbkiObjectId; }, nullptr))
 		return true;
 	/* PG15 declares the walker without arguments; void (*)() is the cast
 	 * that says so on purpose. */
@@ -62,15 +63,15 @@ Compile(Entry *entry, List *exprs, bool as_qual)
 	MemoryContext old = MemoryContextSwitchTo(context);
 	auto **states = static_cast<ExprState **>(palloc(sizeof(ExprState *) * entry->count));
 	if (as_qual) {
-		states[0] = ExecInitQual(reinterpret_cast<List *>(expression_planner(static_cast<Expr *>(copyObjectImpl(exprs)))),
-		                         nullptr);
+		states[0] = ExecInitQual(
+		    reinterpret_cast<List *>(expression_planner(static_cast<Expr *>(copyObjectImpl(exprs)))), nullptr);
 	} else {
 		int i = 0;
 		ListCell *lc;
 		foreach (lc, exprs) {
 			auto *expr = static_cast<Expr *>(lfirst(lc));
-			states[i++] = expr ? ExecInitExpr(expression_planner(static_cast<Expr *>(copyObjectImpl(expr))), nullptr)
-			                   : nullptr;
+			states[i++] =
+			    expr ? ExecInitExpr(expression_planner(static_cast<Expr *>(copyObjectImpl(expr))), nullptr) : nullptr;
 		}
 	}
 	MemoryContextSwitchTo(old);
@@ -116,6 +117,44 @@ Drop(Entry *entry)
 	entry->context = nullptr;
 }
 
+/* FillChecks gives `info` the kept states of its relation's CHECK
+ * constraints. */
+void
+FillChecks(ResultRelInfo *info)
+{
+	Relation rel = info->ri_RelationDesc;
+	TupleConstr *constr = rel->rd_att->constr;
+	if (compat::CheckConstraintExprs(info) != nullptr || constr == nullptr || constr->num_check == 0 ||
+	    constr->num_check != rel->rd_rel->relchecks)
+		return;
+	Entry *entry = Find({RelationGetRelid(rel), Kind::kChecks}, [&]() {
+		List *exprs = NIL;
+		for (int i = 0; i < constr->num_check; i++)
+			exprs = lappend(exprs,
+			                compat::CheckEnforced(constr->check[i]) ? stringToNode(constr->check[i].ccbin) : nullptr);
+		return exprs;
+	});
+	if (entry->states != nullptr && entry->count == constr->num_check)
+		compat::CheckConstraintExprs(info) = entry->states;
+}
+
+/* FillPredicates gives `info`'s partial indexes their kept predicate states. */
+void
+FillPredicates(ResultRelInfo *info)
+{
+	for (int i = 0; i < info->ri_NumIndices; i++) {
+		IndexInfo *index_info = info->ri_IndexRelationInfo[i];
+		if (index_info == nullptr || index_info->ii_Predicate == NIL || index_info->ii_PredicateState != nullptr)
+			continue;
+		Entry *entry = Find({RelationGetRelid(info->ri_IndexRelationDescs[i]), Kind::kPredicate},
+		                    [&]() { return index_info->ii_Predicate; });
+		if (entry->states != nullptr)
+			index_info->ii_PredicateState = entry->states[0];
+	}
+}
+
+} // namespace
+
 void
 OnRelcacheInvalidation(Oid relid)
 {
@@ -140,44 +179,6 @@ OnRelcacheInvalidation(Oid relid)
 	}
 }
 
-/* FillChecks gives `info` the kept states of its relation's CHECK
- * constraints. */
-void
-FillChecks(ResultRelInfo *info)
-{
-	Relation rel = info->ri_RelationDesc;
-	TupleConstr *constr = rel->rd_att->constr;
-	if (compat::CheckConstraintExprs(info) != nullptr || constr == nullptr || constr->num_check == 0 ||
-	    constr->num_check != rel->rd_rel->relchecks)
-		return;
-	Entry *entry = Find({RelationGetRelid(rel), Kind::kChecks}, [&]() {
-		List *exprs = NIL;
-		for (int i = 0; i < constr->num_check; i++)
-			exprs = lappend(exprs, compat::CheckEnforced(constr->check[i]) ? stringToNode(constr->check[i].ccbin)
-			                                                                : nullptr);
-		return exprs;
-	});
-	if (entry->states != nullptr && entry->count == constr->num_check)
-		compat::CheckConstraintExprs(info) = entry->states;
-}
-
-/* FillPredicates gives `info`'s partial indexes their kept predicate states. */
-void
-FillPredicates(ResultRelInfo *info)
-{
-	for (int i = 0; i < info->ri_NumIndices; i++) {
-		IndexInfo *index_info = info->ri_IndexRelationInfo[i];
-		if (index_info == nullptr || index_info->ii_Predicate == NIL || index_info->ii_PredicateState != nullptr)
-			continue;
-		Entry *entry = Find({RelationGetRelid(info->ri_IndexRelationDescs[i]), Kind::kPredicate},
-		                    [&]() { return index_info->ii_Predicate; });
-		if (entry->states != nullptr)
-			index_info->ii_PredicateState = entry->states[0];
-	}
-}
-
-ExecutorStart_hook_type prev_executor_start = nullptr;
-
 /* FillQuery fills the result relations in pqrun's schema of a query that
  * has just started. */
 void
@@ -197,8 +198,6 @@ FillQuery(QueryDesc *query_desc)
 	}
 }
 
-} // namespace
-
 void
 Fill(ResultRelInfo *info)
 {
@@ -217,37 +216,6 @@ Defaults(Relation rel)
 		return exprs;
 	});
 	return entry->count == desc->natts ? entry->states : nullptr;
-}
-
-} // namespace pqrun::expr_cache
-
-extern "C" {
-
-static void
-pqrun_expr_cache_executor_start(QueryDesc *query_desc, int eflags)
-{
-	if (pqrun::expr_cache::prev_executor_start)
-		pqrun::expr_cache::prev_executor_start(query_desc, eflags);
-	else
-		standard_ExecutorStart(query_desc, eflags);
-	pqrun::GuardedEntry([&]() { pqrun::expr_cache::FillQuery(query_desc); });
-}
-
-static void
-pqrun_expr_cache_relcache_callback(Datum, Oid relid)
-{
-	pqrun::GuardedEntry([&]() { pqrun::expr_cache::OnRelcacheInvalidation(relid); });
-}
-}
-
-namespace pqrun::expr_cache {
-
-void
-InstallHooks()
-{
-	prev_executor_start = ExecutorStart_hook;
-	ExecutorStart_hook = pqrun_expr_cache_executor_start;
-	CacheRegisterRelcacheCallback(pqrun_expr_cache_relcache_callback, Datum(0));
 }
 
 } // namespace pqrun::expr_cache

@@ -29,10 +29,13 @@ void Fill(ResultRelInfo *info);
  * end of the transaction. */
 ExprState *const *Defaults(Relation rel);
 
-/* InstallHooks registers the relcache callback, and an executor-start hook
- * that fills the result relations in pqrun's schema of every query (the
- * executor opens their indexes at the first row, so that gives them the
- * CHECK constraints only). */
-void InstallHooks();
+/* FillQuery fills the result relations in pqrun's schema of a query the
+ * executor just started (the executor-start hook, hooks.cpp; it opens their
+ * indexes at the first row, so that gives them the CHECK constraints only). */
+void FillQuery(QueryDesc *query_desc);
+
+/* OnRelcacheInvalidation forgets what was kept of `relid` (every relation
+ * when InvalidOid); the relcache callback, hooks.cpp. */
+void OnRelcacheInvalidation(Oid relid);
 
 } // namespace pqrun::expr_cache

@@ -76,8 +76,8 @@ int
 PinSearchPath()
 {
 	int nest_level = NewGUCNestLevel();
-	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-	                        0, false);
+	(void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+	                        false);
 	return nest_level;
 }
 
@@ -103,10 +103,9 @@ Define()
 	DefineCustomIntVariable("pqrun.reap_interval", gettext_noop("Time between two maintenance rounds of a worker."),
 	                        nullptr, &pqrun_reap_interval, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
 	                        nullptr, nullptr);
-	DefineCustomIntVariable("pqrun.stale_timeout",
-	                        gettext_noop("Default stale window for running jobs without timeout_seconds."), nullptr,
-	                        &pqrun_stale_timeout, 20 * 60, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr,
-	                        nullptr);
+	DefineCustomIntVariable(
+	    "pqrun.stale_timeout", gettext_noop("Default stale window for running jobs without timeout_seconds."), nullptr,
+	    &pqrun_stale_timeout, 20 * 60, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.orphan_rescue",
 	                         gettext_noop("Puts back running jobs whose picking backend has exited."), nullptr,
 	                         &pqrun_orphan_rescue, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
@@ -114,26 +113,27 @@ Define()
 	                           nullptr, &pqrun_backoff, "1min,5min,30min,2h,6h", PGC_SUSET, 0, CheckBackoff,
 	                           AssignBackoff, nullptr);
 	DefineCustomStringVariable("pqrun.cron_timezone", gettext_noop("Time zone in which cron schedules are evaluated."),
-	                           nullptr, &pqrun_cron_timezone, "UTC", PGC_SUSET, 0, CheckCronTimezone, nullptr,
-	                           nullptr);
-	DefineCustomIntVariable("pqrun.retention", gettext_noop("Finished jobs older than this are deleted (0 keeps them)."),
-	                        nullptr, &pqrun_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+	                           nullptr, &pqrun_cron_timezone, "UTC", PGC_SUSET, 0, CheckCronTimezone, nullptr, nullptr);
+	DefineCustomIntVariable(
+	    "pqrun.retention", gettext_noop("Finished jobs older than this are deleted (0 keeps them)."), nullptr,
+	    &pqrun_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.max_payload_bytes", gettext_noop("Largest accepted job payload, in bytes."), nullptr,
+	                        &pqrun_max_payload_bytes, 1024 * 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE, nullptr,
 	                        nullptr, nullptr);
-	DefineCustomIntVariable("pqrun.max_payload_bytes", gettext_noop("Largest accepted job payload, in bytes."),
-	                        nullptr, &pqrun_max_payload_bytes, 1024 * 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE,
-	                        nullptr, nullptr, nullptr);
-	DefineCustomBoolVariable("pqrun.notify", gettext_noop("Sends NOTIFY pqrun_jobs when a transaction makes jobs ready."),
+	DefineCustomBoolVariable("pqrun.notify",
+	                         gettext_noop("Sends NOTIFY pqrun_jobs when a transaction makes jobs ready."),
 	                         gettext_noop("Any role that can connect to the database can LISTEN and read the queue "
 	                                      "names, and PostgreSQL serializes the commits of notifying transactions; "
 	                                      "long polls are woken without it."),
 	                         &pqrun_notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
-	DefineCustomBoolVariable("pqrun.synchronous_pickup",
-	                         gettext_noop("Makes a transaction that did nothing but claim jobs wait for its commit to "
-	                                      "reach disk."),
-	                         gettext_noop("Off, such a transaction commits asynchronously: a crash may forget the claim, "
-	                                      "and the job is then picked up again, as orphan rescue would do after any "
-	                                      "crash. Transactions that wrote anything else are never affected."),
-	                         &pqrun_synchronous_pickup, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	DefineCustomBoolVariable(
+	    "pqrun.synchronous_pickup",
+	    gettext_noop("Makes a transaction that did nothing but claim jobs wait for its commit to "
+	                 "reach disk."),
+	    gettext_noop("Off, such a transaction commits asynchronously: a crash may forget the claim, "
+	                 "and the job is then picked up again, as orphan rescue would do after any "
+	                 "crash. Transactions that wrote anything else are never affected."),
+	    &pqrun_synchronous_pickup, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.deferred_claims",
 	                         gettext_noop("Lets a pickup lock its jobs and write their claims only when needed."),
 	                         gettext_noop("Jobs that mark_done_batch finishes before anything reads the queue are "
@@ -143,13 +143,13 @@ Define()
 	/* A restart-only setting can only be defined while the postmaster loads
 	 * the library; loaded later, pqrun leaves malloc alone. */
 	if (process_shared_preload_libraries_in_progress)
-		DefineCustomIntVariable("pqrun.malloc_trim_threshold",
-		                        gettext_noop("Free heap a backend keeps instead of returning it to the kernel (glibc), 0 to "
-		                                     "leave glibc's default."),
-		                        gettext_noop("glibc returns the top of the heap after every statement that freed more "
-		                                     "than 128kB, and pays page faults to take it back on the next one."),
-		                        &pqrun_malloc_trim_threshold, 4096, 0, 1024 * 1024, PGC_POSTMASTER, GUC_UNIT_KB, nullptr,
-		                        nullptr, nullptr);
+		DefineCustomIntVariable(
+		    "pqrun.malloc_trim_threshold",
+		    gettext_noop("Free heap a backend keeps instead of returning it to the kernel (glibc), 0 to "
+		                 "leave glibc's default."),
+		    gettext_noop("glibc returns the top of the heap after every statement that freed more "
+		                 "than 128kB, and pays page faults to take it back on the next one."),
+		    &pqrun_malloc_trim_threshold, 4096, 0, 1024 * 1024, PGC_POSTMASTER, GUC_UNIT_KB, nullptr, nullptr, nullptr);
 	MarkGUCPrefixReserved("pqrun");
 }
 

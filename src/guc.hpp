@@ -5,12 +5,12 @@
 
 extern "C" {
 extern bool pqrun_enabled;
-extern int pqrun_reap_interval;     /* ms */
-extern int pqrun_stale_timeout;     /* s */
+extern int pqrun_reap_interval; /* ms */
+extern int pqrun_stale_timeout; /* s */
 extern bool pqrun_orphan_rescue;
 extern char *pqrun_backoff;
 extern char *pqrun_cron_timezone;
-extern int pqrun_retention;         /* s, 0 = keep */
+extern int pqrun_retention; /* s, 0 = keep */
 extern int pqrun_max_payload_bytes;
 extern bool pqrun_notify;
 extern bool pqrun_synchronous_pickup;

@@ -27,6 +27,9 @@ using namespace spi;
 
 namespace {
 
+/* The wait event of a waiting pickup (compat::ExtensionWaitEvent). */
+uint32 long_poll_wait_event = 0;
+
 /* ClaimReceiver takes a pick statement's rows (pqrun.jobs rows, and the
  * row's ctid after them for a locking pick) straight from the executor into
  * the pickup's result, noting each claim on the way. */
@@ -141,11 +144,11 @@ PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tupl
 		                             {DatumGetInt64(values[4]), DatumGetInt64(values[5])},
 		                             DatumGetTimestampTz(values[6])};
 		direct = direct_pick::Pick(
-			request, out_desc,
-			[](void *r, const Datum *row, const bool *row_nulls) {
-				ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
-			},
-			&receiver, &n);
+		    request, out_desc,
+		    [](void *r, const Datum *row, const bool *row_nulls) {
+			    ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
+		    },
+		    &receiver, &n);
 	}
 	if (!direct)
 		n = ExecInto(stmt, values, nulls, &receiver.pub);
@@ -239,8 +242,8 @@ ClaimAndDefer(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out,
  * winner's mark_done. Deferred claims move to the pickup's level with the
  * subtransaction's commit. */
 uint64
-ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-                   bool waited, bool defer, const text *worker_id)
+ClaimBeforeWaiting(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+                   bool defer, const text *worker_id)
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -302,7 +305,8 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 			before_sleep();
 			if (sleep_ms <= 0)
 				break;
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
+			                compat::ExtensionWaitEvent(long_poll_wait_event, "PqrunLongPoll"));
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
@@ -335,23 +339,28 @@ LearnNextDue(TimestampTz seen)
 }
 
 uint64
-PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
-       Tuplestorestate *out, TupleDesc out_desc)
+PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms, Tuplestorestate *out,
+       TupleDesc out_desc)
 {
 	/* Its snapshot could never show a job committed during the wait. */
 	if (wait_ms > 0 && IsolationUsesXactSnapshot())
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("a waiting pickup needs a READ COMMITTED transaction"),
-		                errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
-		                          "it waits."),
-		                errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("a waiting pickup needs a READ COMMITTED transaction"),
+		         errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
+		                   "it waits."),
+		         errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
 	bool defer = deferred_claims::ShouldDefer();
 	Stmt stmt = defer ? (job_types ? (queues ? Stmt::kLockPickTypesQueues : Stmt::kLockPickTypes)
 	                               : (queues ? Stmt::kLockPickQueues : Stmt::kLockPick))
 	                  : (job_types ? (queues ? Stmt::kPickTypesQueues : Stmt::kPickTypes)
 	                               : (queues ? Stmt::kPickQueues : Stmt::kPick));
-	Datum values[7] = {PointerGetDatum(worker_id), Int32GetDatum(batch_size), PointerGetDatum(job_types),
-	                   PointerGetDatum(queues), Datum(0), Datum(0), Datum(0)};
+	Datum values[7] = {PointerGetDatum(worker_id),
+	                   Int32GetDatum(batch_size),
+	                   PointerGetDatum(job_types),
+	                   PointerGetDatum(queues),
+	                   Datum(0),
+	                   Datum(0),
+	                   Datum(0)};
 	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
@@ -360,12 +369,13 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	} else if (wait_ms <= 0) {
 		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
 	} else {
-		LongPoll(job_types, queues, wait_ms,
-		         [&](bool waited) {
-			         claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, worker_id);
-			         return claimed > 0;
-		         },
-		         [] {});
+		LongPoll(
+		    job_types, queues, wait_ms,
+		    [&](bool waited) {
+			    claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, worker_id);
+			    return claimed > 0;
+		    },
+		    [] {});
 	}
 	pickup_commit::AfterPickup(claims_only);
 	return claimed;
@@ -375,22 +385,23 @@ bool
 AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 {
 	bool ready = false;
-	LongPoll(job_types, queues, wait_ms,
-	         [&](bool) {
-		         Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
-		                            TimestampTzGetDatum(GetCurrentTimestamp())};
-		         char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
-		         /* await_jobs runs as its caller (it commits, so it cannot be
+	LongPoll(
+	    job_types, queues, wait_ms,
+	    [&](bool) {
+		    Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
+		                       TimestampTzGetDatum(GetCurrentTimestamp())};
+		    char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+		    /* await_jobs runs as its caller (it commits, so it cannot be
 		          * SECURITY DEFINER); a superuser caller must still not run
 		          * the operators of whoever set the database's search_path. */
-		         int nest_level = guc::PinSearchPath();
-		         Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
-		         ready = ColBool(0, 1);
-		         guc::Unpin(nest_level);
-		         return ready;
-	         },
-	         /* Commit before sleeping: no snapshot is held while waiting. */
-	         [] { SPI_commit(); });
+		    int nest_level = guc::PinSearchPath();
+		    Exec(Stmt::kReadyExists, values, nulls, SPI_OK_SELECT);
+		    ready = ColBool(0, 1);
+		    guc::Unpin(nest_level);
+		    return ready;
+	    },
+	    /* Commit before sleeping: no snapshot is held while waiting. */
+	    [] { SPI_commit(); });
 	return ready;
 }
 

@@ -19,8 +19,10 @@ bool ClaimsOnlySoFar();
  * wrote nothing else before it (`claims_only`, from ClaimsOnlySoFar). */
 void AfterPickup(bool claims_only);
 
-/* InstallCallbacks registers the transaction callback (the pre-commit check,
- * and writing and forgetting deferred claims); called from _PG_init. */
-void InstallCallbacks();
+/* BeforeCommit makes the commit asynchronous when the transaction wrote
+ * nothing but claims (at pre-commit, after the deferred claims were
+ * written: they are claims too); AtEnd forgets the transaction. */
+void BeforeCommit();
+void AtEnd();
 
 } // namespace pqrun::pickup_commit

@@ -6,13 +6,9 @@
  */
 #include "bgw.hpp"
 #include "boundary.hpp"
-#include "deferred_claims.hpp"
-#include "expr_cache.hpp"
 #include "guc.hpp"
-#include "pickup_commit.hpp"
+#include "hooks.hpp"
 #include "shmem.hpp"
-#include "utility_hook.hpp"
-#include "wake.hpp"
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -44,11 +40,7 @@ void
 Init()
 {
 	pqrun::guc::Define();
-	pqrun::wake::InstallCallbacks();
-	pqrun::pickup_commit::InstallCallbacks();
-	pqrun::deferred_claims::InstallHooks();
-	pqrun::expr_cache::InstallHooks();
-	pqrun::InstallUtilityHook();
+	pqrun::hooks::Install();
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	TuneMalloc();

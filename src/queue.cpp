@@ -103,8 +103,7 @@ RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 	char *status = JobState(job_id);
 	if (!IsStatus(status, "RUNNING"))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("job %lld is not running", (long long)job_id),
-		                errdetail("Its status is %s.", status)));
+		                errmsg("job %lld is not running", (long long)job_id), errdetail("Its status is %s.", status)));
 	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 	                errmsg("lease token does not match the current lease of job %lld", (long long)job_id),
 	                errdetail("The job was reaped, cancelled or picked up again since this lease was issued.")));
@@ -214,8 +213,8 @@ AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *f
 /* FinishRunning ends the running attempt of `job_id` (fenced by the lease
  * when given) with `status`; raises if the job is not running. */
 void
-FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
-              const char *error, Datum result, bool result_null)
+FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome, const char *error,
+              Datum result, bool result_null)
 {
 	direct_finish::Moved moved;
 	if (direct_finish::FinishRunning(job_id, has_lease ? DatumGetUUIDP(lease) : nullptr,
@@ -274,8 +273,7 @@ NoteRows(uint64 n, ReadyRows layout)
 			wake::NoteDelayed(DatumGetTimestampTz(Col(i, 6, &isnull)));
 			continue;
 		}
-		wake::NoteReady(ColText(i, 1), ColText(i, 2),
-		                wake::KeyOf(DatumGetInt32(Col(i, 3, &isnull)), ColInt64(i, 4)));
+		wake::NoteReady(ColText(i, 1), ColText(i, 2), wake::KeyOf(DatumGetInt32(Col(i, 3, &isnull)), ColInt64(i, 4)));
 	}
 }
 
@@ -284,8 +282,8 @@ NoteRows(uint64 n, ReadyRows layout)
 uint64
 PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit)
 {
-	Datum values[4] = {TimestampTzGetDatum(GetCurrentTimestamp()), PointerGetDatum(job_types),
-	                   PointerGetDatum(queues), Int32GetDatum(limit)};
+	Datum values[4] = {TimestampTzGetDatum(GetCurrentTimestamp()), PointerGetDatum(job_types), PointerGetDatum(queues),
+	                   Int32GetDatum(limit)};
 	char nulls[5] = {' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
 	uint64 n = Exec(Stmt::kPromoteDue, values, nulls, SPI_OK_UPDATE_RETURNING);
 	NoteRows(n, ReadyRows::kReady);
@@ -315,7 +313,8 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 			                errmsg("lease_tokens has %d elements, job_ids %d", nleases, n)));
 		for (int i = 0; i < n; i++)
 			if (lease_nulls[i])
-				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("lease_tokens must not contain nulls")));
+				ereport(ERROR,
+				        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("lease_tokens must not contain nulls")));
 	}
 	int64 *sorted = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	for (int i = 0; i < n; i++) {
@@ -354,8 +353,12 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	}
 	/* One statement finishes every running job outside a FIFO group. */
 	if (nfinished < static_cast<uint64>(n)) {
-		Datum values[6] = {PointerGetDatum(job_ids), PointerGetDatum(lease_tokens), CStringGetTextDatum("DONE"),
-		                   CStringGetTextDatum("done"), Datum(0), Datum(0)};
+		Datum values[6] = {PointerGetDatum(job_ids),
+		                   PointerGetDatum(lease_tokens),
+		                   CStringGetTextDatum("DONE"),
+		                   CStringGetTextDatum("done"),
+		                   Datum(0),
+		                   Datum(0)};
 		char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
 		collect(Exec(Stmt::kFinishRunningBatch, values, nulls, SPI_OK_SELECT));
 	}
@@ -369,7 +372,8 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	for (int i = 0; nfinished < static_cast<uint64>(n) && i < n; i++) {
 		int64 id = DatumGetInt64(ids[i]);
 		if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
-			FinishRunning(id, leases ? leases[i] : Datum(0), leases != nullptr, "DONE", "done", nullptr, Datum(0), true);
+			FinishRunning(id, leases ? leases[i] : Datum(0), leases != nullptr, "DONE", "done", nullptr, Datum(0),
+			              true);
 		}
 	}
 	return n;
@@ -404,7 +408,7 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 	}
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after =
-		retry_after ? DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+	    retry_after ? DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
 	                                                          PointerGetDatum(retry_after)))
 	                : now + backoff::DelayFor(guc::Backoff(), attempts);
 	Requeue(job_id, run_after, error, "retry");

@@ -92,7 +92,7 @@ PlusIntervalIn(TimestampTz ts, const Interval *span, pg_tz *tz)
 	PG_TRY();
 	{
 		result = DatumGetTimestampTz(
-			DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(ts), PointerGetDatum(span)));
+		    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(ts), PointerGetDatum(span)));
 	}
 	PG_FINALLY();
 	{
@@ -312,8 +312,8 @@ ParseCron(const char *expr)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("pqrun: out of memory")));
 		break;
 	case ParseOutcome::kInternal:
-		ereport(ERROR,
-		        (errcode(ERRCODE_INTERNAL_ERROR), errmsg("pqrun: unexpected exception while parsing a cron expression")));
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+		                errmsg("pqrun: unexpected exception while parsing a cron expression")));
 		break;
 	}
 	return parsed.schedule;
@@ -371,8 +371,8 @@ EveryNext(const Interval *every, TimestampTz due, TimestampTz now, pg_tz *tz)
 	TimestampTz next = PlusMultiple(due, every, k, tz);
 	for (int step = 0; next <= now; step++) {
 		if (step >= kMaxAdjustSteps)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			                errmsg("run_every does not advance the schedule")));
+			ereport(ERROR,
+			        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("run_every does not advance the schedule")));
 		next = PlusMultiple(due, every, ++k, tz);
 	}
 	for (int step = 0; k > 1 && step < kMaxAdjustSteps; step++) {
@@ -395,11 +395,11 @@ Validate(const ScheduleArgs &args)
 	bool has_cron = !args.isnull[kCron];
 	bool has_every = !args.isnull[kRunEvery];
 	if (has_cron == has_every)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("exactly one of cron and run_every must be given"),
-		                errdetail("%s", has_cron ? "Both were given." : "Neither was given.")));
-	static const char *const kNames[] = {"name", "job_type", "cron", "run_every", "payload",
-	                                     "priority", "key", "queue", "active"};
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("exactly one of cron and run_every must be given"),
+		         errdetail("%s", has_cron ? "Both were given." : "Neither was given.")));
+	static const char *const kNames[] = {"name",     "job_type", "cron",  "run_every", "payload",
+	                                     "priority", "key",      "queue", "active"};
 	for (ScheduleArg required : {kPayload, kPriority, kKey, kQueue, kActive})
 		if (args.isnull[required])
 			RaiseInvalid(psprintf("%s must not be null", kNames[required]));
@@ -423,8 +423,10 @@ void
 Upsert(const ScheduleArgs &args)
 {
 	Validate(args);
-	Datum values[10] = {args.value[kName],     args.value[kKey],      args.value[kJobType], args.value[kPayload],
-	                    args.value[kPriority], args.value[kQueue],    args.value[kCron],    args.value[kRunEvery],
+	Datum values[10] = {args.value[kName],     args.value[kKey],
+	                    args.value[kJobType],  args.value[kPayload],
+	                    args.value[kPriority], args.value[kQueue],
+	                    args.value[kCron],     args.value[kRunEvery],
 	                    args.value[kActive],   TimestampTzGetDatum(FirstRun(args, Now()))};
 	char nulls[11] = "          ";
 	nulls[6] = args.isnull[kCron] ? 'n' : ' ';

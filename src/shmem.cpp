@@ -9,15 +9,12 @@
 #include "stats.hpp"
 #include "wake.hpp"
 
-extern "C" {
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
-}
-
 namespace pqrun::shmem {
 
 namespace {
+
+/* The wait event of a DROP DATABASE waiting for the maintenance worker to leave (compat::ExtensionWaitEvent). */
+uint32 step_aside_wait_event = 0;
 
 SharedState *shared = nullptr;
 shmem_request_hook_type prev_shmem_request_hook = nullptr;
@@ -150,7 +147,8 @@ StepAside(Oid dboid)
 		LWLockRelease(shared->lock);
 		if (!waiting || GetCurrentTimestamp() >= deadline)
 			return;
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+		                compat::ExtensionWaitEvent(step_aside_wait_event, "PqrunStepAside"));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -16,7 +16,6 @@ namespace {
 
 using namespace pqrun;
 
-
 /* RequireArg rejects a NULL for an argument that has no meaning as NULL. */
 void
 RequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -198,8 +197,9 @@ PQRUN_FUNCTION(pqrun_mark_error)
 	if (retry_after && IntervalUs(retry_after) > backoff::kMaxDelayUs)
 		RaiseInvalid("retry_after must be at most 100 years");
 	Connect();
-	const char *status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
-	                                      !PG_ARGISNULL(3), retry_after);
+	const char *status =
+	    queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
+	                     !PG_ARGISNULL(3), retry_after);
 	Finish();
 	Oid status_type = get_fn_expr_rettype(fcinfo->flinfo);
 	return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
@@ -270,7 +270,7 @@ PQRUN_FUNCTION(pqrun_run_maintenance)
 	queue::MaintenanceCounts counts = queue::RunMaintenance();
 	Finish();
 	const char *json =
-		psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"scheduled\": %lld, \"unblocked\": %lld, \"promoted\": %lld, "
+	    psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"scheduled\": %lld, \"unblocked\": %lld, \"promoted\": %lld, "
 	             "\"purged\": %lld}",
 	             counts.reaped, (long long)counts.orphaned, (long long)counts.scheduled, (long long)counts.unblocked,
 	             (long long)counts.promoted, (long long)counts.purged);

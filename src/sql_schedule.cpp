@@ -14,7 +14,6 @@ namespace {
 
 using namespace pqrun;
 
-
 using spi::Connect;
 using spi::Finish;
 
@@ -58,7 +57,7 @@ PQRUN_FUNCTION(pqrun_run_every_next)
 	const Interval *every = PG_GETARG_INTERVAL_P(0);
 	schedule::CheckRunEvery(every);
 	PG_RETURN_TIMESTAMPTZ(
-		schedule::EveryNext(every, PG_GETARG_TIMESTAMPTZ(1), PG_GETARG_TIMESTAMPTZ(2), cron_zone::Current()));
+	    schedule::EveryNext(every, PG_GETARG_TIMESTAMPTZ(1), PG_GETARG_TIMESTAMPTZ(2), cron_zone::Current()));
 }
 
 PQRUN_FUNCTION(pqrun_fire_due_schedules)

@@ -8,12 +8,6 @@
  */
 #include "stats.hpp"
 
-extern "C" {
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
-#include "utils/hsearch.h"
-}
-
 #include "spi_plans.hpp"
 
 namespace pqrun::stats {
@@ -74,8 +68,17 @@ int ndeltas = 0;
 bool invalidate = false; /* stored counts may be wrong after this transaction */
 
 /* What a delta counts, one field each. */
-enum Field { kStoredDone, kStoredFailed, kStoredCancelled, kEnqueued, kPicked, kDoneRecently, kErrors, kDurationMs,
-             kWaitMs };
+enum Field {
+	kStoredDone,
+	kStoredFailed,
+	kStoredCancelled,
+	kEnqueued,
+	kPicked,
+	kDoneRecently,
+	kErrors,
+	kDurationMs,
+	kWaitMs
+};
 
 int64 *
 FieldOf(Delta *d, Field f)
@@ -604,8 +607,8 @@ ShmemInit()
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(Key);
 	info.entrysize = sizeof(Entry);
-	entries = ShmemInitHash("pqrun stats entries", kMaxEntries, kMaxEntries, &info,
-	                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	entries =
+	    ShmemInitHash("pqrun stats entries", kMaxEntries, kMaxEntries, &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
 } // namespace pqrun::stats

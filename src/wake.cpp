@@ -12,16 +12,6 @@
 #include "shmem.hpp"
 #include "stats.hpp"
 
-extern "C" {
-#include "commands/async.h"
-#include "common/hashfn.h"
-#include "port/atomics.h"
-#include "storage/lwlock.h"
-#include "storage/ipc.h"
-#include "storage/proc.h"
-#include "storage/shmem.h"
-}
-
 namespace pqrun::wake {
 
 namespace {
@@ -72,7 +62,7 @@ struct Pending {
 };
 Pending pending[kMaxPending];
 int npending = 0;
-bool overflow = false;       /* more pairs than tracked: wake everyone */
+bool overflow = false; /* more pairs than tracked: wake everyone */
 
 /* What this transaction claimed, by (queue, job_type) hash and the
  * transaction nesting level it was claimed at: READY again, and worth a
@@ -251,93 +241,6 @@ LowerNextDue()
 	});
 	/* A waiter may be sleeping past the new due time: let one re-time. */
 	WakeWaiters(nullptr, 0, true);
-}
-
-/* A rolled-back subtransaction makes its claims READY again right away. */
-void
-OnSubAbort()
-{
-	stats::OnSubAbort();
-	PickKey lowest = claimed_key;
-	KeepMin(&lowest, held_key);
-	LowerHintTo(lowest);
-	int level = GetCurrentTransactionNestLevel();
-	WakeForClaims(level);
-	ListCell *lc;
-	foreach (lc, notices)
-		if (static_cast<Notice *>(lfirst(lc))->level >= level)
-			notices = foreach_delete_current(notices, lc);
-}
-
-/* A committed subtransaction's claims and counts now stand or fall with
- * its parent. */
-void
-OnSubCommit()
-{
-	stats::OnSubCommit();
-	int level = GetCurrentTransactionNestLevel();
-	ListCell *lc;
-	foreach (lc, notices) {
-		auto *notice = static_cast<Notice *>(lfirst(lc));
-		notice->level = Min(notice->level, level - 1);
-	}
-	for (int i = 0; i < nclaimed; i++)
-		if (claimed[i].level >= level)
-			claimed[i].level = level - 1;
-	if (claimed_overflow_level >= level && claimed_overflow_level != INT_MAX)
-		claimed_overflow_level = level - 1;
-}
-
-void
-SendNotices()
-{
-	ListCell *lc;
-	foreach (lc, notices) {
-		const char *queue = static_cast<Notice *>(lfirst(lc))->queue;
-		Async_Notify(kChannel, strlen(queue) < kMaxPayload ? queue : "");
-	}
-	notices = NIL;
-}
-
-void
-OnXactEvent(XactEvent event, void *arg)
-{
-	switch (event) {
-	case XACT_EVENT_PRE_COMMIT:
-		/* Before PostgreSQL's own pre-commit step queues the notifications. */
-		SendNotices();
-		break;
-	case XACT_EVENT_COMMIT:
-		stats::OnCommit();
-		/* Lower the hint before waking anyone, so the woken look low enough. */
-		KeepMin(&ready_key, held_key);
-		LowerHintTo(ready_key);
-		if (npending > 0 || overflow)
-			WakeWaiters(pending, npending, overflow);
-		LowerNextDue();
-		Reset();
-		break;
-	case XACT_EVENT_ABORT:
-	case XACT_EVENT_PARALLEL_ABORT:
-		stats::OnAbort();
-		/* Claims and locks roll back: those rows are READY again. */
-		KeepMin(&claimed_key, held_key);
-		LowerHintTo(claimed_key);
-		WakeForClaims(0);
-		Reset();
-		break;
-	case XACT_EVENT_PREPARE:
-		/* A prepared transaction commits or aborts elsewhere, later: keep
-		 * the hint from ever passing what it touched. */
-		KeepMin(&ready_key, held_key);
-		KeepMin(&ready_key, claimed_key);
-		LowerHintTo(ready_key);
-		stats::OnPrepare();
-		Reset();
-		break;
-	default:
-		break;
-	}
 }
 
 void
@@ -593,19 +496,80 @@ DelayedMayBeDue()
 	return due == 0 || due <= GetCurrentTimestamp();
 }
 
+/* A rolled-back subtransaction makes its claims READY again right away. */
 void
-InstallCallbacks()
+AtSubAbort()
 {
-	RegisterXactCallback([](XactEvent event, void *arg) { GuardedEntry([=]() { OnXactEvent(event, arg); }); },
-	                     nullptr);
-	RegisterSubXactCallback(
-		[](SubXactEvent event, SubTransactionId, SubTransactionId, void *) {
-			if (event == SUBXACT_EVENT_ABORT_SUB)
-				GuardedEntry(OnSubAbort);
-			else if (event == SUBXACT_EVENT_COMMIT_SUB)
-				GuardedEntry(OnSubCommit);
-		},
-		nullptr);
+	PickKey lowest = claimed_key;
+	KeepMin(&lowest, held_key);
+	LowerHintTo(lowest);
+	int level = GetCurrentTransactionNestLevel();
+	WakeForClaims(level);
+	ListCell *lc;
+	foreach (lc, notices)
+		if (static_cast<Notice *>(lfirst(lc))->level >= level)
+			notices = foreach_delete_current (notices, lc);
+}
+
+/* A committed subtransaction's claims now stand or fall with its parent. */
+void
+AtSubCommit()
+{
+	int level = GetCurrentTransactionNestLevel();
+	ListCell *lc;
+	foreach (lc, notices) {
+		auto *notice = static_cast<Notice *>(lfirst(lc));
+		notice->level = Min(notice->level, level - 1);
+	}
+	for (int i = 0; i < nclaimed; i++)
+		if (claimed[i].level >= level)
+			claimed[i].level = level - 1;
+	if (claimed_overflow_level >= level && claimed_overflow_level != INT_MAX)
+		claimed_overflow_level = level - 1;
+}
+
+void
+BeforeCommit()
+{
+	ListCell *lc;
+	foreach (lc, notices) {
+		const char *queue = static_cast<Notice *>(lfirst(lc))->queue;
+		Async_Notify(kChannel, strlen(queue) < kMaxPayload ? queue : "");
+	}
+	notices = NIL;
+}
+
+void
+AtCommit()
+{
+	/* Lower the hint before waking anyone, so the woken look low enough. */
+	KeepMin(&ready_key, held_key);
+	LowerHintTo(ready_key);
+	if (npending > 0 || overflow)
+		WakeWaiters(pending, npending, overflow);
+	LowerNextDue();
+	Reset();
+}
+
+void
+AtAbort()
+{
+	/* Claims and locks roll back: those rows are READY again. */
+	KeepMin(&claimed_key, held_key);
+	LowerHintTo(claimed_key);
+	WakeForClaims(0);
+	Reset();
+}
+
+void
+AtPrepare()
+{
+	/* A prepared transaction commits or aborts elsewhere, later: keep the
+	 * hint from ever passing what it touched. */
+	KeepMin(&ready_key, held_key);
+	KeepMin(&ready_key, claimed_key);
+	LowerHintTo(ready_key);
+	Reset();
 }
 
 Size

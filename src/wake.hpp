@@ -81,8 +81,18 @@ bool DelayedMayBeDue();
  * prepared transaction's own commit or abort told nobody. */
 void AfterPreparedEnded();
 
-/* InstallCallbacks registers the transaction callback; from _PG_init. */
-void InstallCallbacks();
+/* The end of the transaction and of subtransactions (hooks.cpp calls them,
+ * after stats' own): BeforeCommit sends the NOTIFYs; AtCommit lowers the
+ * pickup hint and wakes waiters for what became READY; AtAbort and
+ * AtSubAbort wake them for claims that rolled back; AtSubCommit hands a
+ * subtransaction's notes to its parent; AtPrepare keeps the hint below
+ * what a prepared transaction touched. */
+void BeforeCommit();
+void AtCommit();
+void AtAbort();
+void AtPrepare();
+void AtSubCommit();
+void AtSubAbort();
 
 /* ShmemSize / ShmemInit size and attach the waiter table (shmem.cpp). */
 Size ShmemSize();

@@ -8,11 +8,14 @@
 # clusters of their own). Ends with one line "N passed, M failed".
 #
 # Usage: bash test/run.sh [--keep]   (--keep leaves the cluster's files)
+#
+# With PG_MAJORS="15 17 18", the whole suite runs once per PostgreSQL major
+# version: the machine's own version here, the others each in its Debian
+# root (test/lib/pg_root.sh); one "N passed, M failed" line over all.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-source test/lib/cluster.sh
 
 keep=0
 [ "${1:-}" = "--keep" ] && keep=1
@@ -23,8 +26,47 @@ failures=()
 pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); failures+=("$1"); }
 
+# finish: the summary line, and the exit status.
+finish() {
+	echo
+	for f in "${failures[@]}"; do echo "FAILED: $f"; done
+	echo "$passed passed, $failed failed"
+	[ "$failed" = 0 ]
+	exit
+}
+
+if [ -n "${PG_MAJORS:-}" ]; then
+	source test/lib/pg_root.sh
+	host_major=$(pg_root_host_major)
+	for major in $PG_MAJORS; do
+		echo "=== PostgreSQL $major"
+		log=$(mktemp /tmp/pqrun-matrix.XXXXXX)
+		if [ "$major" = "$host_major" ]; then
+			PG_MAJORS= bash test/run.sh "$@" 2>&1 | tee "$log"
+		else
+			pg_root_run "$major" "$repo" "bash test/run.sh $*" 2>&1 | tee "$log"
+			for d in regression isolation; do
+				[ -f "$PQRUN_PG_ROOTS/$major/src/pqrun/$d.diffs" ] &&
+					cp "$PQRUN_PG_ROOTS/$major/src/pqrun/$d.diffs" "$repo/$d.pg$major.diffs"
+			done
+		fi
+		summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+		if [ -n "$summary" ]; then
+			passed=$((passed + ${summary%% passed*}))
+			n=${summary#*, }
+			failed=$((failed + ${n%% failed}))
+			while IFS= read -r f; do failures+=("PostgreSQL $major: $f"); done < <(sed -n 's/^FAILED: //p' "$log")
+		else
+			fail "PostgreSQL $major: the suite did not run to its end"
+		fi
+		rm -f "$log"
+	done
+	finish
+fi
+
 rm -f regression.diffs isolation.diffs
 bash test/lib/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+source test/lib/cluster.sh
 
 echo "== build and install"
 make -s -j2 ERROR_ON_WARNING=1 >/dev/null && make -s install >/dev/null || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
@@ -43,10 +85,15 @@ cluster_init "$work" "$port" test/pqrun.conf && cluster_start "$work" || { echo 
 export PGHOST=$work PGPORT=$port PGUSER=postgres
 
 # count_pg_regress SUITE LOGFILE STATUS: add pg_regress's per-test verdicts
-# to the tally; a failing run that reported no failed test counts as one.
+# to the tally ("test name ... ok" up to PostgreSQL 15, TAP's "ok 1 - name"
+# from 16); a failing run that reported no failed test counts as one.
 count_pg_regress() {
 	local line name before=$failed
 	while IFS= read -r line; do
+		if [[ "$line" =~ ^(not\ )?ok\ [0-9]+\ +[-+]\ +([^ ]+) ]]; then
+			if [ -z "${BASH_REMATCH[1]}" ]; then pass; else fail "$1: ${BASH_REMATCH[2]}"; fi
+			continue
+		fi
 		name=$(sed -E 's/^(test|permutation)? *([^ ]+).*/\2/; s/^ +//' <<<"$line")
 		case "$line" in
 		*" ... ok"* | *" ... ignored"*) pass ;;
@@ -68,12 +115,15 @@ echo "== pg_regress"
 source test/lib/regress.sh
 run_pg_regress "$repo" "$work" pqrun_regress | tee "$work/regress.log"
 count_pg_regress regress "$work/regress.log" "${PIPESTATUS[0]}"
-[ -f "$work/regress/regression.diffs" ] && cp "$work/regress/regression.diffs" "$repo/regression.diffs"
+# The differences go to the output as well: CI shows nothing else.
+[ -f "$work/regress/regression.diffs" ] && cp "$work/regress/regression.diffs" "$repo/regression.diffs" &&
+	head -n 100 "$work/regress/regression.diffs"
 
 echo "== isolation"
 run_isolation "$repo" "$work" pqrun_isolation | tee "$work/isolation.log"
 count_pg_regress isolation "$work/isolation.log" "${PIPESTATUS[0]}"
-[ -f "$work/isolation/regression.diffs" ] && cp "$work/isolation/regression.diffs" "$repo/isolation.diffs"
+[ -f "$work/isolation/regression.diffs" ] && cp "$work/isolation/regression.diffs" "$repo/isolation.diffs" &&
+	head -n 100 "$work/isolation/regression.diffs"
 
 echo "== pgTAP"
 createdb pqrun_tap && psql -qX -d pqrun_tap -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION pqrun" >/dev/null
@@ -101,11 +151,9 @@ for t in test/shell/*.sh; do
 	fi
 done
 
-echo
 if [ "$failed" != 0 ]; then
+	echo
 	echo "== server log: crashes and errors"
 	grep -E "PANIC|TRAP|terminated by signal|server process .* was terminated" "$work/server.log" | tail -n 20
 fi
-for f in "${failures[@]}"; do echo "FAILED: $f"; done
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

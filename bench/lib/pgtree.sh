@@ -2,8 +2,8 @@
 # bench/lib/pgtree.sh — a private PostgreSQL tree for the benchmark cluster.
 #
 # PostgreSQL finds its lib and share directories relative to the real path of
-# its executable, so a copy of the server binaries in DIR/usr/lib/postgresql/15/bin
-# runs with DIR/usr/lib/postgresql/15/lib as $libdir. private_pg_tree fills
+# its executable, so a copy of the server binaries in DIR/usr/lib/postgresql/NN/bin
+# runs with DIR/usr/lib/postgresql/NN/lib as $libdir. private_pg_tree fills
 # DIR with copies of the three server binaries, symbolic links to everything
 # else of the system installation, and pqrun's files installed by the
 # repository's Makefile (make install DESTDIR=DIR). The benchmark cluster

@@ -5,11 +5,15 @@
 # The Debian postgresql package creates and starts a default cluster; pqrun
 # never uses it (it starts clusters of its own), so it is stopped again to
 # keep port 5432 and the memory free.
+#
+# PQRUN_PG_MAJOR chooses the PostgreSQL version (set inside the roots of
+# test/lib/pg_root.sh); by default, the one the machine's Debian packages.
 set -euo pipefail
 
-packages=(postgresql-15 postgresql-server-dev-15 postgresql-client-15 postgresql-15-pgtap
-	libtap-parser-sourcehandler-pgtap-perl g++ make
-	postgresql-15-cron postgresql-15-pgaudit pgbouncer python3-psycopg nodejs)
+major=${PQRUN_PG_MAJOR:-$(source "$(dirname "$0")/pg_root.sh" && pg_root_host_major)}
+packages=(postgresql-$major postgresql-server-dev-$major postgresql-client-$major postgresql-$major-pgtap
+	libtap-parser-sourcehandler-pgtap-perl g++ make ca-certificates
+	postgresql-$major-cron postgresql-$major-pgaudit pgbouncer python3-psycopg nodejs)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

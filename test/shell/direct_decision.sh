@@ -66,6 +66,43 @@ sqlstate() {
 crashes() { grep -cE "terminated by signal|server process .* was terminated" "${PQRUN_WORK:-/nonexistent}/server.log" 2>/dev/null || echo 0; }
 crashes_before=$(crashes)
 
+# writes API_CALLS: which of pqrun's writes ran as SQL statements (the SQL
+# paths) while the calls ran, as auto_explain sees them in a session of
+# their own: "Insert on job_live" and the like, sorted; empty when every
+# write went below the executor. The promotion of delayed jobs that a
+# pickup may run first (a statement of its own, never below the executor)
+# is left out.
+writes() {
+	{
+		echo "LOAD 'auto_explain';"
+		echo "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;"
+		echo "SET auto_explain.log_level = notice; SET client_min_messages = notice;"
+		printf '%s\n' "$@"
+	} | psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" 2>&1 >/dev/null |
+		awk '/^NOTICE:/ { if (plan !~ /SET delayed = false/) printf "%s", plan; plan = "" } { plan = plan $0 "\n" }
+		     END { if (plan !~ /SET delayed = false/) printf "%s", plan }' |
+		grep -oE "(Insert|Update|Delete) on (job_live|job_done)|LockRows" | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+path_calls=("SELECT pqrun.enqueue('path1');"
+	"SELECT pqrun.enqueue_batch('[{\"job_type\": \"path2\"}, {\"job_type\": \"path2\"}]');"
+	"SELECT id FROM pqrun.pickup('w', ARRAY['path1']) \\gset"
+	"SELECT pqrun.mark_done(:id);"
+	"SELECT pqrun.mark_done_batch(array_agg(id)) FROM pqrun.pickup('w', ARRAY['path2'], batch_size => 2);")
+# Every PostgreSQL version must take the direct paths where they are
+# allowed: a version difference that made the decision refuse them would
+# leave the tests passing on the SQL paths alone.
+echo "-- the direct paths run where they are allowed, the SQL paths where not"
+assert "enqueue, enqueue_batch, pickup, mark_done, mark_done_batch: no SQL write" [ -z "$(writes "${path_calls[@]}")" ]
+check "... and the jobs are DONE" 3 "SELECT count(*) FROM pqrun.job_done WHERE job_type IN ('path1', 'path2') AND status = 'DONE'"
+q -c "CREATE FUNCTION public.dd_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'" \
+	-c "CREATE TRIGGER dd_noop BEFORE INSERT OR UPDATE ON pqrun.job_live FOR EACH ROW EXECUTE FUNCTION public.dd_noop()" \
+	-c "CREATE TRIGGER dd_noop BEFORE INSERT ON pqrun.job_done FOR EACH ROW EXECUTE FUNCTION public.dd_noop()"
+got=$(writes "${path_calls[@]}")
+assert "with row triggers, all of them through SQL [$got]" \
+	[ "$got" = "Delete on job_live Insert on job_done Insert on job_live LockRows Update on job_live" ]
+check "... and the jobs are DONE" 6 "SELECT count(*) FROM pqrun.job_done WHERE job_type IN ('path1', 'path2') AND status = 'DONE'"
+q -c "DROP TRIGGER dd_noop ON pqrun.job_live" -c "DROP TRIGGER dd_noop ON pqrun.job_done" -c "DROP FUNCTION public.dd_noop()"
+
 echo "-- added columns of different types in job_live and job_done: no crash, job_done's own default"
 q -c "ALTER TABLE pqrun.job_live ADD COLUMN tenant bigint DEFAULT 42" -c "ALTER TABLE pqrun.job_done ADD COLUMN tenant text"
 check "enqueue" ok "SELECT CASE WHEN pqrun.enqueue('cols') > 0 THEN 'ok' END"

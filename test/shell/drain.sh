@@ -262,5 +262,8 @@ check "each DONE one has one attempt row, outcome done, by the picking worker, w
 check "every consumer finished wait jobs" $((clients / 2)) \
 	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE job_type = 'wait' AND status = 'DONE'"
 
+source "$(dirname "$0")/../lib/amcheck.sh"
+amcheck_ok "after the drains" -d "$db" || violations=$((violations + 1))
+
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 [ $violations = 0 ]

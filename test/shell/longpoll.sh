@@ -130,18 +130,18 @@ finish_pick() {
 	[ -n "$END_MS" ] || fail "$1 printed [$(cat "$tmp/$1.out")]"
 }
 
-# sleeping NAME...: wait until every lp_NAME sleeps in the extension's wait
-# (pg_stat_activity.wait_event_type = 'Extension').
+# sleeping NAME...: wait until every lp_NAME sleeps in the long poll's wait
+# (pg_stat_activity.wait_event_type 'Extension', wait_event WAIT_EVENT).
 sleeping() {
 	local names="" n deadline=$((SECONDS + 10)) got
 	for n in "$@"; do names+="${names:+,}'lp_$n'"; done
 	while [ $SECONDS -lt $deadline ]; do
 		got=$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name IN ($names)
-		              AND wait_event_type = 'Extension'")
+		              AND wait_event_type = 'Extension' AND wait_event = '$WAIT_EVENT'")
 		[ "$got" = $# ] && return 0
 		sleep 0.02
 	done
-	fail "not all of [$*] sleep in wait_event_type Extension"
+	fail "not all of [$*] sleep in wait event Extension/$WAIT_EVENT"
 }
 
 # commit SQL: run SQL in a transaction of its own; sets RESULT (its first
@@ -178,6 +178,9 @@ q -c "CREATE EXTENSION pqrun" >/dev/null
 coproc CTL { psql -X -qtA -d "$db" 2>&1; }
 [ "$(ctl "SELECT current_setting('shared_preload_libraries') ~ 'pqrun'")" = t ] ||
 	fail "the cluster at $PGHOST:$PGPORT does not preload pqrun"
+# PostgreSQL 17 shows an extension's own wait event names; before, "Extension".
+WAIT_EVENT=$(ctl "SELECT CASE WHEN current_setting('server_version_num')::int >= 170000
+                              THEN 'PqrunLongPoll' ELSE 'Extension' END")
 
 echo "-- wake on commit: a 10 s pickup returns the job committed 0.3 s later"
 reset
@@ -288,12 +291,12 @@ latency=$((END_MS - COMMIT_MS))
 [ $latency -ge 900 ] && [ $latency -le 2000 ] || fail "A returned the delayed job ${latency} ms after the commit"
 echo "   A got job $job ${latency} ms after the commit"
 
-echo "-- wait event: a sleeping pickup shows wait_event_type/wait_event Extension"
+echo "-- wait event: a sleeping pickup shows wait_event_type/wait_event Extension/$WAIT_EVENT"
 reset
 waiter A '30 s'
 sleeping A
 ev=$(ctl "SELECT state || ':' || wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE application_name = 'lp_A'")
-[ "$ev" = "active:Extension:Extension" ] || fail "pg_stat_activity shows [$ev]"
+[ "$ev" = "active:Extension:$WAIT_EVENT" ] || fail "pg_stat_activity shows [$ev]"
 
 echo "-- query cancel: pg_cancel_backend ends a 30 s pickup at once with 57014"
 t0=$(now_ms)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/shell/pg_cron.sh — pqrun driven by pg_cron (Debian: postgresql-15-cron),
+# test/shell/pg_cron.sh — pqrun driven by pg_cron (Debian: postgresql-NN-cron),
 # the scheduled-enqueue patterns of the original design, on two throwaway
 # clusters of its own:
 #
@@ -23,7 +23,7 @@ source "$repo/test/lib/cluster.sh"
 pkglib=$(pg_config --pkglibdir)
 share=$(pg_config --sharedir)
 if [ ! -f "$pkglib/pg_cron.so" ] || [ ! -f "$share/extension/pg_cron.control" ]; then
-	echo "FAIL: pg_cron is not installed (Debian: apt-get install postgresql-15-cron)"
+	echo "FAIL: pg_cron is not installed (Debian: apt-get install postgresql-NN-cron)"
 	exit 1
 fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/shell/pgaudit.sh — with pgaudit loaded (Debian: postgresql-15-pgaudit)
+# test/shell/pgaudit.sh — with pgaudit loaded (Debian: postgresql-NN-pgaudit)
 # every row pqrun's API reads for update or writes is in the audit log.
 #
 # pqrun's direct paths (direct_enqueue, direct_pick, direct_claim,
@@ -19,7 +19,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/cluster.sh"
 
 if [ ! -f "$(pg_config --pkglibdir)/pgaudit.so" ]; then
-	echo "FAIL: pgaudit is not installed (Debian: apt-get install postgresql-15-pgaudit)"
+	echo "FAIL: pgaudit is not installed (Debian: apt-get install postgresql-NN-pgaudit)"
 	exit 1
 fi
 

@@ -128,5 +128,8 @@ if [ -n "$log" ] && [ -f "$log" ]; then
 else
 	echo "note: no server log found (set PQRUN_WORK); crash check skipped"
 fi
+# After the kills, PostgreSQL's own check of the tables and indexes.
+source "$repo/test/lib/amcheck.sh"
+amcheck_ok "after the chaos" -d "$db" || rc=1
 [ $rc = 0 ] && echo "stress: all checks passed" || echo "stress: FAILED"
 exit $rc

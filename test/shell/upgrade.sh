@@ -4,7 +4,9 @@
 #
 # Runs against the already running test server (test/run.sh exports PGHOST,
 # PGPORT, PGUSER) in databases of its own. For each released version V older
-# than the default (the frozen scripts sql/pqrun--V.sql):
+# than the default (the sources of the update scripts sql/pqrun--V--W.sql;
+# CREATE EXTENSION ... VERSION 'V' installs the base script and the updates
+# up to V):
 #   1. CREATE EXTENSION pqrun VERSION 'V'; a worker role; jobs in every state
 #      (DONE, FAILED, CANCELLED, READY, delayed, BLOCKED on a dependency,
 #      FIFO-blocked, RUNNING held by a live session) and an interval schedule
@@ -91,8 +93,8 @@ createdb "$fresh" || exit 1
 q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
 catalog >"/tmp/pqrun-upgrade-fresh-$$.txt"
 
-released=$(cd "$repo/sql" && ls pqrun--*.sql | sed -n 's/^pqrun--\([0-9.]*\)\.sql$/\1/p' | grep -vx "$current" | sort -V)
-[ -n "$released" ] || { echo "FAIL: no released version to update from (sql/pqrun--<version>.sql)"; exit 1; }
+released=$(cd "$repo/sql" && ls pqrun--*--*.sql | sed -n 's/^pqrun--\([0-9.]*\)--[0-9.]*\.sql$/\1/p' | sort -uV)
+[ -n "$released" ] || { echo "FAIL: no released version to update from (sql/pqrun--<version>--<next>.sql)"; exit 1; }
 
 for from in $released; do
 	db=pqrun_upgrade_${from//./_}_$$

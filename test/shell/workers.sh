@@ -43,6 +43,15 @@ workers_in() { echo "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 
 echo "-- the launcher runs"
 wait_for postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun launcher'" 1 10
 
+# PostgreSQL 18 lists loaded modules with the name and version their magic
+# block carries (PG_MODULE_MAGIC_EXT).
+if [ "$(q -d postgres -c "SHOW server_version_num")" -ge 180000 ]; then
+	echo "-- pg_get_loaded_modules() names pqrun and its version"
+	version=$(sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" "$repo/pqrun.control")
+	got=$(q -d postgres -c "SELECT module_name || ' ' || version FROM pg_get_loaded_modules() WHERE file_name LIKE 'pqrun%'")
+	[ "$got" = "pqrun $version" ] || fail "pg_get_loaded_modules() shows [$got]"
+fi
+
 echo "-- a worker per database with the extension, none elsewhere"
 q -d postgres -c "CREATE DATABASE app1" -c "CREATE DATABASE app2" -c "CREATE DATABASE plain"
 q -d app1 -c "CREATE EXTENSION pqrun"
@@ -136,6 +145,10 @@ kill -9 "$victim"
 wait_for postgres "$(workers_in app1)" 1 20
 wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'" 500 5
 grep -q "terminated by signal 9" "$dir/server.log" || fail "the crash did not happen"
+# PostgreSQL's own check of the tables and indexes after the crash recovery.
+source "$repo/test/lib/amcheck.sh"
+amcheck_ok "after the immediate shutdown and the crash" -h "$dir" -p "$port" -U postgres -d app1 ||
+	fail "amcheck found problems after the crash"
 
 echo "-- settings meant for application sessions (ALTER DATABASE ... SET) do not stop the worker"
 q -d postgres -c "CREATE DATABASE guarded" \

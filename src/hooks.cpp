@@ -1,0 +1,171 @@
+/* src/hooks.cpp — every hook and callback pqrun registers, in one place.
+ *
+ * One function of each kind, registered once by _PG_init, calls the modules
+ * in the order written here. No module registers anything itself.
+ *
+ * Transaction end (RegisterXactCallback):
+ *   PRE_COMMIT   1. deferred_claims::WriteAll: the claims a pickup held back
+ *                   become rows before anything else looks at the commit.
+ *                2. pickup_commit::BeforeCommit: decides on an asynchronous
+ *                   commit from the WAL written so far, so after (1), whose
+ *                   claims count as the pickup's own.
+ *                3. wake::BeforeCommit: NOTIFY, queued before PostgreSQL's
+ *                   own pre-commit step sends the transaction's
+ *                   notifications (it runs after these callbacks).
+ *   PRE_PREPARE  deferred_claims::WriteAll, with direct_rows told that the
+ *                transaction prepares (the direct paths stay out of it).
+ *   COMMIT, ABORT, PREPARE (and the parallel workers' COMMIT and ABORT):
+ *                1. the transaction's pickup state is forgotten
+ *                   (direct_rows, pickup_commit, deferred_claims);
+ *                2. stats applies or drops its counted changes: before (3),
+ *                   so a waiter woken by the commit reads counters that
+ *                   include it;
+ *                3. wake lowers the pickup hint and wakes waiters (after
+ *                   COMMIT), or wakes them for claims that rolled back.
+ * Subtransaction end (RegisterSubXactCallback): deferred_claims, stats, wake
+ *   move what the subtransaction did to its parent or drop it, in the same
+ *   order as at transaction end.
+ * ExecutorStart_hook: deferred claims are written before a query that reads
+ *   pqrun's tables starts (it must see them); after the executor started,
+ *   expr_cache fills the compiled CHECK constraints and index predicates of
+ *   pqrun's result relations from its cache.
+ * ProcessUtility_hook: utility.hpp, before and after the command.
+ * Relcache invalidation: expr_cache's compiled expressions and direct_rows'
+ *   verdict on the job tables are forgotten.
+ *
+ * Each hook enters the modules through GuardedEntry (boundary.hpp); the
+ * next hook in the chain, and PostgreSQL's own function, run outside it.
+ */
+#include "boundary.hpp"
+#include "deferred_claims.hpp"
+#include "direct_rows.hpp"
+#include "expr_cache.hpp"
+#include "hooks.hpp"
+#include "pickup_commit.hpp"
+#include "stats.hpp"
+#include "utility.hpp"
+#include "wake.hpp"
+
+namespace {
+
+ExecutorStart_hook_type prev_executor_start = nullptr;
+ProcessUtility_hook_type prev_process_utility = nullptr;
+
+void
+OnXactEvent(XactEvent event)
+{
+	using namespace pqrun;
+	switch (event) {
+	case XACT_EVENT_PRE_COMMIT:
+		deferred_claims::WriteAll();
+		pickup_commit::BeforeCommit();
+		wake::BeforeCommit();
+		break;
+	case XACT_EVENT_PRE_PREPARE:
+		direct_rows::PreparingTransaction(true);
+		deferred_claims::WriteAll();
+		direct_rows::PreparingTransaction(false);
+		break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PREPARE:
+		direct_rows::PreparingTransaction(false); /* also after a failed pre-prepare */
+		pickup_commit::AtEnd();
+		deferred_claims::Forget();
+		if (event == XACT_EVENT_COMMIT) {
+			stats::OnCommit();
+			wake::AtCommit();
+		} else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
+			stats::OnAbort();
+			wake::AtAbort();
+		} else if (event == XACT_EVENT_PREPARE) {
+			stats::OnPrepare();
+			wake::AtPrepare();
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+void
+OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId parent_subid)
+{
+	using namespace pqrun;
+	if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		deferred_claims::AtSubCommit(subid, parent_subid);
+		stats::OnSubCommit();
+		wake::AtSubCommit();
+	} else if (event == SUBXACT_EVENT_ABORT_SUB) {
+		deferred_claims::AtSubAbort(subid);
+		stats::OnSubAbort();
+		wake::AtSubAbort();
+	}
+}
+
+} // namespace
+
+extern "C" {
+
+static void
+pqrun_xact_callback(XactEvent event, void *)
+{
+	pqrun::GuardedEntry([=]() { OnXactEvent(event); });
+}
+
+static void
+pqrun_subxact_callback(SubXactEvent event, SubTransactionId subid, SubTransactionId parent_subid, void *)
+{
+	pqrun::GuardedEntry([=]() { OnSubXactEvent(event, subid, parent_subid); });
+}
+
+static void
+pqrun_executor_start(QueryDesc *query_desc, int eflags)
+{
+	pqrun::GuardedEntry([&]() { pqrun::deferred_claims::WriteBeforeLooking(query_desc); });
+	if (prev_executor_start)
+		prev_executor_start(query_desc, eflags);
+	else
+		standard_ExecutorStart(query_desc, eflags);
+	pqrun::GuardedEntry([&]() { pqrun::expr_cache::FillQuery(query_desc); });
+}
+
+static void
+pqrun_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
+                      ParamListInfo params, QueryEnvironment *query_env, DestReceiver *dest, QueryCompletion *qc)
+{
+	pqrun::GuardedEntry([&]() { pqrun::utility::Before(pstmt->utilityStmt); });
+	if (prev_process_utility)
+		prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+	pqrun::GuardedEntry([&]() { pqrun::utility::After(pstmt->utilityStmt); });
+}
+
+static void
+pqrun_relcache_callback(Datum, Oid relid)
+{
+	pqrun::GuardedEntry([=]() {
+		pqrun::expr_cache::OnRelcacheInvalidation(relid);
+		pqrun::direct_rows::OnRelcacheInvalidation(relid);
+	});
+}
+}
+
+namespace pqrun::hooks {
+
+void
+Install()
+{
+	RegisterXactCallback(pqrun_xact_callback, nullptr);
+	RegisterSubXactCallback(pqrun_subxact_callback, nullptr);
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = pqrun_executor_start;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = pqrun_process_utility;
+	CacheRegisterRelcacheCallback(pqrun_relcache_callback, Datum(0));
+}
+
+} // namespace pqrun::hooks
