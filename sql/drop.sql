@@ -68,5 +68,19 @@ SELECT pqrun.enqueue('third') AS id;
 SELECT id, status FROM pqrun.pickup('w3');
 SELECT pqrun.mark_done(1);
 SELECT id, status FROM pqrun.jobs ORDER BY id;
+
+-- What the old extension's pickups taught the shared pickup hint does not
+-- outlive it. Once, a new extension's pickups started past the ids the old
+-- one had handed out, and a READY job written without pqrun's API (as a
+-- restore writes them) was not picked up until a maintenance round:
+--   pickup of 20 jobs; DROP EXTENSION; CREATE EXTENSION;
+--   INSERT INTO pqrun.job_live ... (id 1, READY); pickup -> no row.
+SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'many')) FROM generate_series(1, 20)));
+SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w4', batch_size => 20);
+DROP EXTENSION pqrun;
+CREATE EXTENSION pqrun;
+INSERT INTO pqrun.job_live (status, priority, max_attempts, run_after, created_at, updated_at, queue, job_type, payload)
+VALUES ('READY', 0, 5, now(), now(), now(), 'default', 'restored', '{}');
+SELECT id, job_type, status FROM pqrun.pickup('w5');
 DROP EXTENSION pqrun;
 SELECT count(*) AS schemas FROM pg_namespace WHERE nspname = 'pqrun';

@@ -151,7 +151,7 @@ Rescan(shmem::SharedState *shared)
 		for (DatabaseSlot &s : shared->slots) {
 			if (known || s.state != SlotState::kFree)
 				continue;
-			s = DatabaseSlot{oids[j], SlotState::kProbe, 0, nullptr, now, 0, 0, 0, false, 0, 0, 0};
+			s = DatabaseSlot{oids[j], SlotState::kProbe, 0, nullptr, now, 0, 0, {}};
 			known = true;
 		}
 		waiting = waiting || !known;

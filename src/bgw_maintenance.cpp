@@ -1,7 +1,7 @@
 /* src/bgw_maintenance.cpp — the per-database maintenance worker.
  *
  * Started by the launcher with its slot index. Every pqrun.reap_interval it
- * runs one maintenance round (queue::RunMaintenance, the same code as
+ * runs one maintenance round (maintenance::Run, the same code as
  * pqrun.run_maintenance()) in its own transaction. It leaves cleanly when
  * the extension is not (or no longer) installed, or when asked to step aside
  * for DROP DATABASE and friends. An error in a round is logged, the
@@ -11,7 +11,7 @@
 #include "bgw.hpp"
 #include "boundary.hpp"
 #include "guc.hpp"
-#include "queue.hpp"
+#include "maintenance.hpp"
 #include "shmem.hpp"
 
 namespace pqrun::bgw {
@@ -112,7 +112,7 @@ RunRound()
 		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "pqrun: SPI_connect failed");
-		queue::RunMaintenance();
+		maintenance::Run();
 		SPI_finish();
 	}
 	PopActiveSnapshot();

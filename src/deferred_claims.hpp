@@ -15,19 +15,9 @@
  */
 #pragma once
 
-#include "pg.hpp"
+#include "claims.hpp"
 
 namespace pqrun::deferred_claims {
-
-/* The jobs a pickup locked and handed out: ids, lease tokens, whether
- * each is in a FIFO group, and their rows' ctids. */
-struct Claims {
-	int count;
-	int64 *ids;
-	pg_uuid_t *tokens;
-	bool *in_fifo;
-	ItemPointerData *ctids;
-};
 
 /* Claims of the last pickup that mark_done_batch may finish directly
  * (their in_fifo is unset), the claim's time and worker (text). */

@@ -44,7 +44,7 @@ FindColumns(Relation live)
 /* ClaimRow stores in `new_slot` the RUNNING version, as the SQL path's
  * UPDATE sets it, of the READY row in `old_slot` (claim `i`). */
 void
-ClaimRow(const Columns &c, const deferred_claims::Claims &claims, int i, TimestampTz at, Datum worker,
+ClaimRow(const Columns &c, const Claims &claims, int i, TimestampTz at, Datum worker,
          TupleTableSlot *old_slot, TupleTableSlot *new_slot)
 {
 	bool isnull;
@@ -73,7 +73,7 @@ ClaimRow(const Columns &c, const deferred_claims::Claims &claims, int i, Timesta
 } // namespace
 
 bool
-Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker, Oid namespace_id)
+Write(const Claims &claims, TimestampTz at, const char *worker, Oid namespace_id)
 {
 	Tables tables;
 	if (!OpenTables(namespace_id, RowExclusiveLock, &tables, false))

@@ -13,13 +13,13 @@
  */
 #pragma once
 
-#include "deferred_claims.hpp"
+#include "claims.hpp"
 
 namespace pqrun::direct_claim {
 
 /* Write writes `claims` (made at `at` by `worker` on pqrun's job_live in
  * schema `namespace_id`): each locked READY row becomes its RUNNING version.
  * Answers false, having written nothing, when the SQL path must do it. */
-bool Write(const deferred_claims::Claims &claims, TimestampTz at, const char *worker, Oid namespace_id);
+bool Write(const Claims &claims, TimestampTz at, const char *worker, Oid namespace_id);
 
 } // namespace pqrun::direct_claim

@@ -3,6 +3,7 @@
 
 #include "deferred_claims.hpp"
 #include "direct_rows.hpp"
+#include "job_row.hpp"
 #include "lease_token.hpp"
 
 namespace pqrun::direct_pick {
@@ -11,37 +12,13 @@ namespace {
 
 using namespace direct_rows;
 
-/* Where each pqrun.jobs column of a claimed job comes from, as LOCK_PICK
- * projects it. */
-enum class Source { kColumn, kRunning, kNextAttempt, kAt, kWorker, kToken, kNull };
-struct OutColumn {
-	const char *live_column; /* for kColumn and kNextAttempt */
-	Source source;
-};
-constexpr int kOut = 22;
-constexpr OutColumn kOutColumns[kOut] = {{"id", Source::kColumn},
-                                         {"queue", Source::kColumn},
-                                         {"job_type", Source::kColumn},
-                                         {"payload", Source::kColumn},
-                                         {nullptr, Source::kRunning},
-                                         {"priority", Source::kColumn},
-                                         {"attempts", Source::kNextAttempt},
-                                         {"max_attempts", Source::kColumn},
-                                         {"run_after", Source::kColumn},
-                                         {"timeout_seconds", Source::kColumn},
-                                         {nullptr, Source::kAt},
-                                         {nullptr, Source::kWorker},
-                                         {nullptr, Source::kToken},
-                                         {"dedupe_key", Source::kColumn},
-                                         {"fifo_key", Source::kColumn},
-                                         {"depends_on", Source::kColumn},
-                                         {"last_error", Source::kColumn},
-                                         {nullptr, Source::kNull},
-                                         {nullptr, Source::kNull},
-                                         {nullptr, Source::kNull},
-                                         {"created_at", Source::kColumn},
-                                         {nullptr, Source::kAt}};
-constexpr int kId = 0, kQueue = 1, kJobType = 2, kStatus = 4, kPriority = 5, kAttempts = 6;
+using job_row::kColumns;
+using job_row::kId;
+using job_row::kJobType;
+using job_row::kPriority;
+using job_row::kQueue;
+using job_row::Source;
+constexpr int kOut = job_row::kCount;
 
 /* The job_live columns the pick reads, by output column, and what it
  * checks. */
@@ -52,26 +29,31 @@ struct Layout {
 	Oid queue_collation, job_type_collation;
 };
 
-/* FindLayout answers false when a job_live column has another type than
- * the pqrun.jobs column it fills (an operator's ALTER COLUMN TYPE). */
+/* FindLayout answers false when the pickup's result is not the row of
+ * job_row.hpp (names and types; an install older or newer than this
+ * library), or a job_live column has another type than the pqrun.jobs
+ * column it fills (an operator's ALTER COLUMN TYPE). */
 bool
 FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 {
 	TupleDesc desc = RelationGetDescr(live);
 	if (out_desc->natts != kOut)
 		return false;
+	l->status_type = TupleDescAttr(out_desc, job_row::kStatus)->atttypid;
 	for (int i = 0; i < kOut; i++) {
-		l->from[i] = kOutColumns[i].live_column ? RequireAttNum(live, kOutColumns[i].live_column) : 0;
-		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != TupleDescAttr(out_desc, i)->atttypid)
+		Form_pg_attribute out = TupleDescAttr(out_desc, i);
+		Oid type = OidIsValid(kColumns[i].type) ? kColumns[i].type : l->status_type;
+		if (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0)
+			return false;
+		bool from_live = kColumns[i].source == Source::kColumn || kColumns[i].source == Source::kNextAttempt;
+		l->from[i] = from_live ? RequireAttNum(live, kColumns[i].name) : 0;
+		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != out->atttypid)
 			return false;
 	}
 	l->status = RequireAttNum(live, "status");
 	l->delayed = RequireAttNum(live, "delayed");
-	l->status_type = TupleDescAttr(out_desc, kStatus)->atttypid;
 	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
-	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID || TupleDescAttr(out_desc, kId)->atttypid != INT8OID ||
-	    TupleDescAttr(out_desc, kPriority)->atttypid != INT4OID ||
-	    TupleDescAttr(out_desc, kAttempts)->atttypid != INT4OID)
+	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID)
 		return false;
 	l->ready = EnumLabel(l->status_type, "READY");
 	l->running = EnumLabel(l->status_type, "RUNNING");
@@ -199,7 +181,7 @@ EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, vo
 	ItemPointerData ctid = slot->tts_tid;
 	for (int i = 0; i < kOut; i++) {
 		nulls[i] = false;
-		switch (kOutColumns[i].source) {
+		switch (kColumns[i].source) {
 		case Source::kColumn:
 			values[i] = slot->tts_values[l.from[i] - 1];
 			nulls[i] = slot->tts_isnull[l.from[i] - 1];

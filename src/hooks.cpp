@@ -32,6 +32,9 @@
  * ProcessUtility_hook: utility.hpp, before and after the command.
  * Relcache invalidation: expr_cache's compiled expressions and direct_rows'
  *   verdict on the job tables are forgotten.
+ * Shared memory (preloaded only): the request sizes, and the startup
+ *   attaches, the database slots (shmem), the waiters (wake) and the queue
+ *   counters (stats), under AddinShmemInitLock.
  *
  * Each hook enters the modules through GuardedEntry (boundary.hpp); the
  * next hook in the chain, and PostgreSQL's own function, run outside it.
@@ -42,6 +45,7 @@
 #include "expr_cache.hpp"
 #include "hooks.hpp"
 #include "pickup_commit.hpp"
+#include "shmem.hpp"
 #include "stats.hpp"
 #include "utility.hpp"
 #include "wake.hpp"
@@ -50,6 +54,30 @@ namespace {
 
 ExecutorStart_hook_type prev_executor_start = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
+shmem_request_hook_type prev_shmem_request = nullptr;
+shmem_startup_hook_type prev_shmem_startup = nullptr;
+
+/* The LWLocks pqrun asks for: the slots', the waiters' and the counters'. */
+constexpr int kLWLocks = 3;
+
+void
+RequestSharedMemory()
+{
+	using namespace pqrun;
+	RequestAddinShmemSpace(add_size(add_size(shmem::ShmemSize(), wake::ShmemSize()), stats::ShmemSize()));
+	RequestNamedLWLockTranche("pqrun", kLWLocks);
+}
+
+void
+AttachSharedMemory()
+{
+	using namespace pqrun;
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shmem::ShmemInit();
+	wake::ShmemInit();
+	stats::ShmemInit();
+	LWLockRelease(AddinShmemInitLock);
+}
 
 void
 OnXactEvent(XactEvent event)
@@ -145,6 +173,22 @@ pqrun_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_on
 }
 
 static void
+pqrun_shmem_request(void)
+{
+	if (prev_shmem_request)
+		prev_shmem_request();
+	pqrun::GuardedEntry(RequestSharedMemory);
+}
+
+static void
+pqrun_shmem_startup(void)
+{
+	if (prev_shmem_startup)
+		prev_shmem_startup();
+	pqrun::GuardedEntry(AttachSharedMemory);
+}
+
+static void
 pqrun_relcache_callback(Datum, Oid relid)
 {
 	pqrun::GuardedEntry([=]() {
@@ -166,6 +210,15 @@ Install()
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = pqrun_process_utility;
 	CacheRegisterRelcacheCallback(pqrun_relcache_callback, Datum(0));
+}
+
+void
+InstallSharedMemory()
+{
+	prev_shmem_request = shmem_request_hook;
+	shmem_request_hook = pqrun_shmem_request;
+	prev_shmem_startup = shmem_startup_hook;
+	shmem_startup_hook = pqrun_shmem_startup;
 }
 
 } // namespace pqrun::hooks

@@ -8,4 +8,8 @@ namespace pqrun::hooks {
  * _PG_init, once per process. */
 void Install();
 
+/* InstallSharedMemory registers the shared-memory request and startup hooks;
+ * from _PG_init, only when preloaded. */
+void InstallSharedMemory();
+
 } // namespace pqrun::hooks

@@ -12,6 +12,7 @@
 #include "boundary.hpp"
 #include "deferred_claims.hpp"
 #include "direct_pick.hpp"
+#include "job_row.hpp"
 #include "guc.hpp"
 #include "pickup_commit.hpp"
 #include "queue.hpp"
@@ -37,14 +38,14 @@ struct ClaimReceiver {
 	DestReceiver pub; /* first: the executor sees only this */
 	Tuplestorestate *out;
 	TupleDesc out_desc;
-	deferred_claims::Claims *locked; /* the claims gathered, when given */
-	int capacity;                    /* room in `locked` */
-	wake::PickKey last;              /* pickup key of the last row */
+	Claims *locked;     /* the claims gathered, when given */
+	int capacity;       /* room in `locked` */
+	wake::PickKey last; /* pickup key of the last row */
 };
 
 /* Grow doubles the room in `c` from `capacity` entries. */
 void
-Grow(deferred_claims::Claims *c, int *capacity)
+Grow(Claims *c, int *capacity)
 {
 	int more = *capacity > INT_MAX / 4 ? INT_MAX / 2 : *capacity * 2;
 	c->ids = static_cast<int64 *>(repalloc(c->ids, sizeof(int64) * more));
@@ -58,20 +59,21 @@ void
 ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 {
 	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
-	/* pqrun.jobs columns: 1 id, 2 queue, 3 job_type, 6 priority, 9 run_after, 11 locked_at,
-	 * 13 lease_token, 15 fifo_key */
-	const char *queue = TextDatumGetCString(values[1]);
-	const char *job_type = TextDatumGetCString(values[2]);
-	r->last = wake::KeyOf(DatumGetInt32(values[5]), DatumGetInt64(values[0]));
+	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
+	const char *queue = TextDatumGetCString(values[job_row::kQueue]);
+	const char *job_type = TextDatumGetCString(values[job_row::kJobType]);
+	r->last = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), DatumGetInt64(values[job_row::kId]));
 	wake::NoteClaimed(r->last, queue, job_type);
-	stats::PickedUp(queue, job_type, (DatumGetTimestampTz(values[10]) - DatumGetTimestampTz(values[8])) / 1000);
-	if (deferred_claims::Claims *locked = r->locked) {
+	stats::PickedUp(
+	    queue, job_type,
+	    (DatumGetTimestampTz(values[job_row::kLockedAt]) - DatumGetTimestampTz(values[job_row::kRunAfter])) / 1000);
+	if (Claims *locked = r->locked) {
 		if (locked->count == r->capacity)
 			Grow(locked, &r->capacity);
 		int i = locked->count++;
-		locked->ids[i] = DatumGetInt64(values[0]);
-		locked->tokens[i] = *DatumGetUUIDP(values[12]);
-		locked->in_fifo[i] = !nulls[14];
+		locked->ids[i] = DatumGetInt64(values[job_row::kId]);
+		locked->tokens[i] = *DatumGetUUIDP(values[job_row::kLeaseToken]);
+		locked->in_fifo[i] = !nulls[job_row::kFifoKey];
 		locked->ctids[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(values[r->out_desc->natts]));
 	}
 }
@@ -112,8 +114,8 @@ namespace {
  * direct_pick.hpp unless it declines. The room for the claims grows with
  * them: a batch size says how many at most, not how many there are. */
 uint64
-PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-         deferred_claims::Claims *locked, wake::PickKey *last)
+PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, Claims *locked,
+         wake::PickKey *last)
 {
 	int capacity = 16;
 	if (locked) {
@@ -166,7 +168,7 @@ PickInto(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, Tupl
  * promoted without claiming would stay locked until its statement ends. */
 uint64
 ClaimOnce(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
-          bool will_wait, deferred_claims::Claims *locked = nullptr)
+          bool will_wait, Claims *locked = nullptr)
 {
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
@@ -227,7 +229,7 @@ uint64
 ClaimAndDefer(Stmt stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
               bool will_wait, const text *worker_id)
 {
-	deferred_claims::Claims locked{0, nullptr, nullptr, nullptr, nullptr};
+	Claims locked{0, nullptr, nullptr, nullptr, nullptr};
 	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, will_wait, &locked);
 	/* After the last statement of this pickup, which would write them. */
 	deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));

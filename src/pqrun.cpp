@@ -8,7 +8,6 @@
 #include "boundary.hpp"
 #include "guc.hpp"
 #include "hooks.hpp"
-#include "shmem.hpp"
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -44,7 +43,7 @@ Init()
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	TuneMalloc();
-	pqrun::shmem::InstallHooks();
+	pqrun::hooks::InstallSharedMemory();
 	pqrun::bgw::RegisterLauncher();
 }
 

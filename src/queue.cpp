@@ -1,4 +1,4 @@
-/* src/queue.cpp — mark, reap, cancel, retry, unblocking, maintenance.
+/* src/queue.cpp — mark, reap, cancel, retry, unblocking.
  *
  * The logic of the job state machine (README, "Job states") over SPI; claims
  * are in pickup.cpp, enqueues in enqueue.cpp. A job
@@ -22,7 +22,6 @@
 
 #include "direct_finish.hpp"
 #include "guc.hpp"
-#include "schedule.hpp"
 #include "spi_plans.hpp"
 #include "spi_rows.hpp"
 #include "stats.hpp"
@@ -42,7 +41,6 @@ LockFifoGroup(const char *fifo_key)
 namespace {
 
 constexpr int kMaxErrorChars = 10000;
-constexpr int kRetentionBatch = 10000;
 
 /* NoteFinished counts the job just moved to job_done as `status` (row `row`
  * of the last result: has_dependents, fifo_key, queue, job_type, old status,
@@ -66,22 +64,6 @@ NoteMoved(const direct_finish::Moved &moved, const char *status)
 	stats::Finished finished;
 	if (stats::ParseFinished(status, &finished))
 		stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
-}
-
-/* NoteRemoved counts the finished jobs a purge or retention statement
- * deleted (rows of queue, job_type, status, count) and answers how many. */
-int64
-NoteRemoved(uint64 n)
-{
-	int64 total = 0;
-	for (uint64 i = 0; i < n; i++) {
-		stats::Finished finished;
-		int64 count = ColInt64(i, 4);
-		total += count;
-		if (stats::ParseFinished(ColText(i, 3), &finished))
-			stats::FinishedRemoved(ColText(i, 1), ColText(i, 2), finished, count);
-	}
-	return total;
 }
 
 /* JobState answers the status of job `job_id` (its row stays the last
@@ -109,32 +91,12 @@ RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 	                errdetail("The job was reaped, cancelled or picked up again since this lease was issued.")));
 }
 
-void AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key);
-
 int
 CompareIds(const void *a, const void *b)
 {
 	int64 x = *static_cast<const int64 *>(a);
 	int64 y = *static_cast<const int64 *>(b);
 	return x < y ? -1 : x > y;
-}
-
-/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
- * and heads its FIFO group. Answers whether it did. */
-bool
-Release(int64 job_id)
-{
-	Datum values[1] = {Int64GetDatum(job_id)};
-	if (Exec(Stmt::kBlockedFifoKey, values, nullptr, SPI_OK_SELECT) == 0)
-		return false;
-	char *fifo_key = ColText(0, 1);
-	if (fifo_key)
-		LockFifoGroup(fifo_key);
-	if (Exec(Stmt::kLockBlocked, values, nullptr, SPI_OK_SELECT) == 0)
-		return false;
-	uint64 n = Exec(Stmt::kReleaseIfFree, values, nullptr, SPI_OK_UPDATE_RETURNING);
-	NoteRows(n, ReadyRows::kMaybeDelayed);
-	return n > 0;
 }
 
 void
@@ -185,6 +147,42 @@ FinishLive(int64 job_id, const char *status, const char *outcome, const char *er
 	NoteFinished(status);
 	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
 	return true;
+}
+
+} // namespace
+
+/* NoteRemoved counts the finished jobs a purge or retention statement
+ * deleted (rows of queue, job_type, status, count) and answers how many. */
+int64
+NoteRemoved(uint64 n)
+{
+	int64 total = 0;
+	for (uint64 i = 0; i < n; i++) {
+		stats::Finished finished;
+		int64 count = ColInt64(i, 4);
+		total += count;
+		if (stats::ParseFinished(ColText(i, 3), &finished))
+			stats::FinishedRemoved(ColText(i, 1), ColText(i, 2), finished, count);
+	}
+	return total;
+}
+
+/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
+ * and heads its FIFO group. Answers whether it did. */
+bool
+Release(int64 job_id)
+{
+	Datum values[1] = {Int64GetDatum(job_id)};
+	if (Exec(Stmt::kBlockedFifoKey, values, nullptr, SPI_OK_SELECT) == 0)
+		return false;
+	char *fifo_key = ColText(0, 1);
+	if (fifo_key)
+		LockFifoGroup(fifo_key);
+	if (Exec(Stmt::kLockBlocked, values, nullptr, SPI_OK_SELECT) == 0)
+		return false;
+	uint64 n = Exec(Stmt::kReleaseIfFree, values, nullptr, SPI_OK_UPDATE_RETURNING);
+	NoteRows(n, ReadyRows::kMaybeDelayed);
+	return n > 0;
 }
 
 /* AfterFinish releases or cancels the dependents of a job that just finished
@@ -259,8 +257,6 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 		stats::Errored(ColText(0, 1), ColText(0, 2));
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
-
-} // namespace
 
 /* NoteRows reports each row of the last result as a job made READY, or as a
  * delayed one. */
@@ -491,117 +487,6 @@ Purge(const Interval *older_than, const char *statuses_literal)
 {
 	Datum values[2] = {PointerGetDatum(older_than), CStringGetTextDatum(statuses_literal)};
 	return NoteRemoved(Exec(Stmt::kPurge, values, nullptr, SPI_OK_SELECT));
-}
-
-namespace {
-
-/* HolderAlive answers whether the session that holds a running job, the
- * backend with process id `pid` that started at `started` (NULL for claims
- * made before 0.5.0), is still there. A live process id alone does not say
- * so: ids are reused, and a server restarted after a crash (in a fresh
- * container, after a reboot) or a restored dump often has a backend with the
- * very id the holder had. The caller has read the job rows before this
- * transaction's snapshot of the backend status table is taken (an older one
- * could show an earlier process with the id and rescue a held job). */
-bool
-HolderAlive(int32 pid, Datum started, bool started_null)
-{
-	if (BackendPidGetProc(pid) == nullptr)
-		return false;
-	if (started_null)
-		return true;
-	int n = pgstat_fetch_stat_numbackends();
-	for (int i = 1; i <= n; i++) {
-		LocalPgBackendStatus *local = compat::LocalBackendStatus(i);
-		if (local != nullptr && local->backendStatus.st_procpid == pid)
-			return local->backendStatus.st_proc_start_timestamp == DatumGetTimestampTz(started);
-	}
-	return true; /* starting or exiting: the next round looks again */
-}
-
-} // namespace
-
-/* RescueOrphans puts back running jobs whose holder (the backend that
- * picked them up or last sent a heartbeat) has exited. */
-int64
-RescueOrphans()
-{
-	uint64 n = Exec(Stmt::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
-	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
-	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
-	Datum *started = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
-	bool *started_null = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
-	char **fifo_keys = static_cast<char **>(palloc(sizeof(char *) * (n + 1)));
-	uint64 orphans = 0;
-	/* Taken again at the first lookup, after the rows above. */
-	pgstat_clear_backend_activity_snapshot();
-	for (uint64 i = 0; i < n; i++) {
-		bool isnull;
-		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
-		bool no_start;
-		Datum start = Col(i, 4, &no_start);
-		if (HolderAlive(pid, start, no_start))
-			continue;
-		started[orphans] = start;
-		started_null[orphans] = no_start;
-		ids[orphans] = ColInt64(i, 1);
-		fifo_keys[orphans] = ColText(i, 3);
-		pids[orphans++] = pid;
-	}
-	int64 rescued = 0;
-	const char *error = "orphaned: the backend holding the job exited";
-	for (uint64 i = 0; i < orphans; i++) {
-		if (fifo_keys[i])
-			LockFifoGroup(fifo_keys[i]);
-		Datum values[3] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i]), started[i]};
-		char nulls[3] = {' ', ' ', started_null[i] ? 'n' : ' '};
-		if (Exec(Stmt::kLockOrphan, values, nulls, SPI_OK_SELECT) == 0)
-			continue;
-		if (ColBool(0, 1))
-			FinishRunning(ids[i], Datum(0), false, "FAILED", "orphaned", error, Datum(0), true);
-		else
-			Requeue(ids[i], GetCurrentTransactionStartTimestamp(), error, "orphaned");
-		rescued++;
-	}
-	return rescued;
-}
-
-MaintenanceCounts
-RunMaintenance()
-{
-	MaintenanceCounts counts{};
-	/* Before anything here takes a new id (a schedule firing). */
-	Exec(Stmt::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
-	Interval stale_after{};
-	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
-	counts.reaped = ReapStale(&stale_after);
-	if (pqrun_orphan_rescue)
-		counts.orphaned = RescueOrphans();
-	counts.scheduled = schedule::FireDue();
-
-	/* Backstop for unblocking: edges whose dependency already finished, and
-	 * BLOCKED jobs with nothing left to wait for. */
-	IdList edges = CopyIds(Exec(Stmt::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
-	for (uint64 i = 0; i < edges.count; i++)
-		AfterFinish(edges.ids[i], edges.labels[i], true, nullptr);
-	IdList stranded = CopyIds(Exec(Stmt::kStrandedBlocked, nullptr, nullptr, SPI_OK_SELECT), false);
-	for (uint64 i = 0; i < stranded.count; i++)
-		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
-
-	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
-	/* Pickups skip promoting until then (wake.hpp). */
-	LearnNextDue(wake::NextDue());
-	/* Backstop for the pickup hint: whatever became READY without telling
-	 * (a manual UPDATE, say) is found within a round. */
-	if (Exec(Stmt::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
-		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
-	if (pqrun_retention > 0) {
-		Interval keep{};
-		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;
-		Datum values[2] = {PointerGetDatum(&keep), Int32GetDatum(kRetentionBatch)};
-		counts.purged = NoteRemoved(Exec(Stmt::kRetention, values, nullptr, SPI_OK_SELECT));
-	}
-	return counts;
 }
 
 } // namespace pqrun::queue

@@ -73,15 +73,4 @@ bool Cancel(int64 job_id, const char *reason);
 bool Retry(int64 job_id);
 int64 Purge(const Interval *older_than, const char *statuses_literal);
 
-/* Counts of one maintenance round, as reported by pqrun.run_maintenance. */
-struct MaintenanceCounts {
-	int32 reaped;
-	int64 orphaned;
-	int64 scheduled;
-	int64 unblocked;
-	int64 promoted;
-	int64 purged;
-};
-MaintenanceCounts RunMaintenance();
-
 } // namespace pqrun::queue

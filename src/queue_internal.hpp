@@ -1,4 +1,5 @@
-/* src/queue_internal.hpp — what queue.cpp shares with enqueue.cpp and pickup.cpp.
+/* src/queue_internal.hpp — what queue.cpp shares with enqueue.cpp,
+ * pickup.cpp and maintenance.cpp.
  *
  * Not part of the queue's interface (queue.hpp); SPI must be connected.
  */
@@ -28,5 +29,26 @@ uint64 PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit);
  * as next_due unless a commit changed that from `seen` (read before this
  * call) meanwhile, and answers it (DT_NOEND for none). */
 TimestampTz LearnNextDue(TimestampTz seen);
+
+/* NoteRemoved counts the finished jobs a purge or retention statement
+ * deleted (rows of queue, job_type, status, count) and answers how many. */
+int64 NoteRemoved(uint64 n);
+
+/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
+ * and heads its FIFO group; answers whether it did. */
+bool Release(int64 job_id);
+
+/* AfterFinish releases or cancels the dependents of a job that just
+ * finished with `status` and lets the next job of its FIFO group run. */
+void AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key);
+
+/* FinishRunning ends the running attempt of `job_id` (fenced by the lease
+ * when given) with `status`; raises if the job is not running. */
+void FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
+                   const char *error, Datum result, bool result_null);
+
+/* Requeue makes running job `job_id` READY again at `run_after` (delayed when
+ * in the future), its attempt ended with `outcome` and `error`. */
+void Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outcome);
 
 } // namespace pqrun::queue

@@ -1,13 +1,10 @@
-/* src/shmem.cpp — shared memory hooks and the database slot table.
+/* src/shmem.cpp — the database slot table in shared memory.
  *
  * One LWLock guards the whole table: it is touched once per worker round at
  * most, so contention is not a concern.
  */
 #include "shmem.hpp"
 
-#include "boundary.hpp"
-#include "stats.hpp"
-#include "wake.hpp"
 
 namespace pqrun::shmem {
 
@@ -17,64 +14,27 @@ namespace {
 uint32 step_aside_wait_event = 0;
 
 SharedState *shared = nullptr;
-shmem_request_hook_type prev_shmem_request_hook = nullptr;
-shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 
 constexpr int kStepAsideWaitMs = 5000;
 constexpr int kStepAsideRetryMs = 10000;
 
-void
-RequestSpace()
+} // namespace
+
+Size
+ShmemSize()
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(add_size(MAXALIGN(sizeof(SharedState)), wake::ShmemSize()), stats::ShmemSize()));
-	RequestNamedLWLockTranche("pqrun", 3);
+	return MAXALIGN(sizeof(SharedState));
 }
 
 void
-Startup()
+ShmemInit()
 {
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	bool found;
 	shared = static_cast<SharedState *>(ShmemInitStruct("pqrun", sizeof(SharedState), &found));
 	if (!found) {
 		memset(shared, 0, sizeof(SharedState));
 		shared->lock = &(GetNamedLWLockTranche("pqrun"))->lock;
 	}
-	wake::ShmemInit();
-	stats::ShmemInit();
-	LWLockRelease(AddinShmemInitLock);
-}
-
-} // namespace
-
-} // namespace pqrun::shmem
-
-extern "C" {
-static void
-pqrun_shmem_request(void)
-{
-	pqrun::GuardedEntry(pqrun::shmem::RequestSpace);
-}
-static void
-pqrun_shmem_startup(void)
-{
-	pqrun::GuardedEntry(pqrun::shmem::Startup);
-}
-}
-
-namespace pqrun::shmem {
-
-void
-InstallHooks()
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = pqrun_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = pqrun_shmem_startup;
 }
 
 SharedState *

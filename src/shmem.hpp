@@ -7,6 +7,7 @@
 #pragma once
 
 #include "pg.hpp"
+#include "wake_state.hpp"
 
 namespace pqrun::shmem {
 
@@ -30,12 +31,7 @@ struct DatabaseSlot {
 	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
 	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
 	uint32 registrations;    /* RegisterDatabase calls, so a running worker notices one */
-	TimestampTz next_due;    /* earliest delayed job: 0 unknown, DT_NOEND none (wake.hpp) */
-	/* Pickup hint (wake.cpp): no READY job has a pickup key below it. */
-	bool hint_set;
-	int64 hint_neg_priority;
-	int64 hint_id;
-	uint64 hint_gen;
+	wake::DatabaseState wake; /* kept by wake.cpp */
 };
 
 struct SharedState {
@@ -48,8 +44,10 @@ struct SharedState {
 	DatabaseSlot slots[kMaxDatabases];
 };
 
-/* RequestSpace and Startup are the shmem hooks, installed by _PG_init. */
-void InstallHooks();
+/* ShmemSize / ShmemInit size and attach the slot table; the shared-memory
+ * hooks (hooks.cpp) call them with the LWLock tranche "pqrun" requested. */
+Size ShmemSize();
+void ShmemInit();
 
 /* Shared answers the shared state, or nullptr without preloading. */
 SharedState *Shared();

@@ -6,6 +6,8 @@
  */
 #include "spi_plans.hpp"
 
+#include "job_row.hpp"
+
 namespace pqrun::spi {
 
 namespace {
@@ -20,11 +22,18 @@ struct StmtDef {
 	Oid argtypes[kMaxArgs];
 };
 
-/* Columns of pqrun.jobs, in the view's order, from a job_live row. */
+/* Columns of pqrun.jobs, in the view's order (job_row.hpp), from a job_live
+ * row a claim updated, and from one a locking pick left as it is. */
 #define LIVE_AS_JOB                                                                                                    \
 	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, "             \
 	"locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, "                                \
 	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at "
+#define LOCKED_AS_JOB                                                                                                  \
+	"id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"                 \
+	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " PQRUN_LEASE_TOKEN ", dedupe_key, fifo_key,"           \
+	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"
+static_assert(job_row::SelectListIs(LIVE_AS_JOB, false, ""), "LIVE_AS_JOB must list job_row::kColumns");
+static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB must list job_row::kColumns");
 
 /* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
  * by job types $3 and queues $4, starting at pickup key ($5, $6) =
@@ -33,7 +42,7 @@ struct StmtDef {
  * ones other pickers hold. The claimed ids go through an array rather than a
  * join so that the (generic) plan updates them by primary key. */
 /* Claim the rows `candidates` selects for worker $1 at time `at`. */
-#define LEASE_TOKEN "pqrun._lease_token()"
+#define LEASE_TOKEN PQRUN_LEASE_TOKEN
 /* The session holding a running job: its process id and its start (0.5.0;
  * see AsInstalled for installs that predate it). */
 #define SET_HOLDER_STARTED "holder_started = pqrun._backend_started(), "
@@ -65,9 +74,7 @@ struct StmtDef {
 // clang-format on
 
 #define LOCK_PICK(filter)                                                                                              \
-	"SELECT id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"          \
-	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " LEASE_TOKEN ", dedupe_key, fifo_key, depends_on,"     \
-	"   last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz, ctid"                      \
+	"SELECT " LOCKED_AS_JOB ", ctid"                                                                                   \
 	" FROM pqrun.job_live"                                                                                             \
 	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                      \
 	" ORDER BY (-(priority::bigint)), id"                                                                              \

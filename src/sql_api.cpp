@@ -7,10 +7,12 @@
 #include "backoff.hpp"
 #include "boundary.hpp"
 #include "lease_token.hpp"
+#include "maintenance.hpp"
 #include "spi_plans.hpp"
 #include "queue.hpp"
 #include "shmem.hpp"
 #include "stats.hpp"
+#include "wake.hpp"
 
 namespace {
 
@@ -267,7 +269,7 @@ PQRUN_FUNCTION(pqrun_purge)
 PQRUN_FUNCTION(pqrun_run_maintenance)
 {
 	Connect();
-	queue::MaintenanceCounts counts = queue::RunMaintenance();
+	maintenance::Counts counts = maintenance::Run();
 	Finish();
 	const char *json =
 	    psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"scheduled\": %lld, \"unblocked\": %lld, \"promoted\": %lld, "
@@ -297,6 +299,7 @@ PQRUN_FUNCTION(pqrun_register_database)
 {
 	shmem::RegisterDatabase(MyDatabaseId, 15000);
 	stats::ResetDatabase();
+	wake::ResetDatabase();
 	PG_RETURN_VOID();
 }
 

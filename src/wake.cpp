@@ -236,8 +236,8 @@ LowerNextDue()
 		return;
 	/* Unknown stays unknown: older delayed jobs may exist (wake.hpp). */
 	UpdateMySlot([](shmem::DatabaseSlot &slot) {
-		if (slot.next_due != 0 && earliest_delayed < slot.next_due)
-			slot.next_due = earliest_delayed;
+		if (slot.wake.next_due != 0 && earliest_delayed < slot.wake.next_due)
+			slot.wake.next_due = earliest_delayed;
 	});
 	/* A waiter may be sleeping past the new due time: let one re-time. */
 	WakeWaiters(nullptr, 0, true);
@@ -312,9 +312,9 @@ ReadHint(PickKey *key, uint64 *gen)
 	LWLockAcquire(shared->lock, LW_SHARED);
 	shmem::DatabaseSlot *slot = MySlot(shared);
 	if (slot) {
-		*gen = slot->hint_gen;
-		if (slot->hint_set)
-			*key = PickKey{slot->hint_neg_priority, slot->hint_id};
+		*gen = slot->wake.hint_gen;
+		if (slot->wake.hint_set)
+			*key = PickKey{slot->wake.hint_neg_priority, slot->wake.hint_id};
 	}
 	LWLockRelease(shared->lock);
 	/* What this transaction made READY is lowered into the hint only at
@@ -325,14 +325,24 @@ ReadHint(PickKey *key, uint64 *gen)
 }
 
 void
+ResetDatabase()
+{
+	UpdateMySlot([](shmem::DatabaseSlot &slot) {
+		slot.wake.hint_set = false;
+		slot.wake.hint_gen++;
+		slot.wake.next_due = 0;
+	});
+}
+
+void
 RaiseHint(uint64 gen, PickKey key)
 {
 	UpdateMySlot([gen, key](shmem::DatabaseSlot &slot) {
-		PickKey current{slot.hint_neg_priority, slot.hint_id};
-		if (slot.hint_gen == gen && (!slot.hint_set || Less(current, key))) {
-			slot.hint_neg_priority = key.neg_priority;
-			slot.hint_id = key.id;
-			slot.hint_set = true;
+		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
+		if (slot.wake.hint_gen == gen && (!slot.wake.hint_set || Less(current, key))) {
+			slot.wake.hint_neg_priority = key.neg_priority;
+			slot.wake.hint_id = key.id;
+			slot.wake.hint_set = true;
 		}
 	});
 }
@@ -341,11 +351,11 @@ void
 LowerHint(PickKey key)
 {
 	UpdateMySlot([key](shmem::DatabaseSlot &slot) {
-		slot.hint_gen++;
-		PickKey current{slot.hint_neg_priority, slot.hint_id};
-		if (slot.hint_set && Less(key, current)) {
-			slot.hint_neg_priority = key.neg_priority;
-			slot.hint_id = key.id;
+		slot.wake.hint_gen++;
+		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
+		if (slot.wake.hint_set && Less(key, current)) {
+			slot.wake.hint_neg_priority = key.neg_priority;
+			slot.wake.hint_id = key.id;
 		}
 	});
 }
@@ -475,7 +485,7 @@ NextDue()
 	LWLockAcquire(shared->lock, LW_SHARED);
 	for (const shmem::DatabaseSlot &s : shared->slots)
 		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
-			due = s.next_due;
+			due = s.wake.next_due;
 	LWLockRelease(shared->lock);
 	return due;
 }
@@ -484,8 +494,8 @@ void
 ReplaceNextDue(TimestampTz seen, TimestampTz due)
 {
 	UpdateMySlot([seen, due](shmem::DatabaseSlot &slot) {
-		if (slot.next_due == seen)
-			slot.next_due = due;
+		if (slot.wake.next_due == seen)
+			slot.wake.next_due = due;
 	});
 }
 

@@ -42,6 +42,10 @@ void NoteClaimed(PickKey key, const char *queue, const char *job_type);
  * answers false when the database has no shared state at all. RaiseHint moves it up to `key` after an unfiltered pickup
  * that began with generation `gen`, unless a job became READY since. */
 bool ReadHint(PickKey *key, uint64 *gen);
+/* ResetDatabase forgets the hint and the next due time of this database
+ * (CREATE EXTENSION: new tables, whose ids start again at 1; what was known
+ * of the old ones, or of another database that had the slot, does not hold). */
+void ResetDatabase();
 void RaiseHint(uint64 gen, PickKey key);
 void LowerHint(PickKey key);
 
@@ -94,7 +98,7 @@ void AtPrepare();
 void AtSubCommit();
 void AtSubAbort();
 
-/* ShmemSize / ShmemInit size and attach the waiter table (shmem.cpp). */
+/* ShmemSize / ShmemInit size and attach the waiter table (hooks.cpp). */
 Size ShmemSize();
 void ShmemInit();
 

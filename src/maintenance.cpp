@@ -1,0 +1,138 @@
+/* src/maintenance.cpp — one maintenance round: what the background worker
+ * runs every pqrun.reap_interval, and pqrun.run_maintenance() on demand.
+ *
+ * It reaps stale jobs, rescues those whose holder exited, fires due
+ * schedules, releases dependents a finish left behind, promotes delayed jobs
+ * that fell due, resets the pickup hint from the index and applies
+ * retention, in one transaction, with the queue's operations (queue.cpp) and
+ * the schedules (schedule.cpp); rows are locked in id order as everywhere.
+ */
+#include "maintenance.hpp"
+
+#include "guc.hpp"
+#include "queue.hpp"
+#include "queue_internal.hpp"
+#include "schedule.hpp"
+#include "spi_plans.hpp"
+#include "spi_rows.hpp"
+#include "wake.hpp"
+
+namespace pqrun::maintenance {
+
+using namespace spi;
+using namespace queue;
+
+namespace {
+
+constexpr int kRetentionBatch = 10000;
+
+/* HolderAlive answers whether the session that holds a running job, the
+ * backend with process id `pid` that started at `started` (NULL for claims
+ * made before 0.5.0), is still there. A live process id alone does not say
+ * so: ids are reused, and a server restarted after a crash (in a fresh
+ * container, after a reboot) or a restored dump often has a backend with the
+ * very id the holder had. The caller has read the job rows before this
+ * transaction's snapshot of the backend status table is taken (an older one
+ * could show an earlier process with the id and rescue a held job). */
+bool
+HolderAlive(int32 pid, Datum started, bool started_null)
+{
+	if (BackendPidGetProc(pid) == nullptr)
+		return false;
+	if (started_null)
+		return true;
+	int n = pgstat_fetch_stat_numbackends();
+	for (int i = 1; i <= n; i++) {
+		LocalPgBackendStatus *local = compat::LocalBackendStatus(i);
+		if (local != nullptr && local->backendStatus.st_procpid == pid)
+			return local->backendStatus.st_proc_start_timestamp == DatumGetTimestampTz(started);
+	}
+	return true; /* starting or exiting: the next round looks again */
+}
+
+/* RescueOrphans puts back running jobs whose holder (the backend that
+ * picked them up or last sent a heartbeat) has exited. */
+int64
+RescueOrphans()
+{
+	uint64 n = Exec(Stmt::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
+	Datum *started = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	bool *started_null = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
+	char **fifo_keys = static_cast<char **>(palloc(sizeof(char *) * (n + 1)));
+	uint64 orphans = 0;
+	/* Taken again at the first lookup, after the rows above. */
+	pgstat_clear_backend_activity_snapshot();
+	for (uint64 i = 0; i < n; i++) {
+		bool isnull;
+		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
+		bool no_start;
+		Datum start = Col(i, 4, &no_start);
+		if (HolderAlive(pid, start, no_start))
+			continue;
+		started[orphans] = start;
+		started_null[orphans] = no_start;
+		ids[orphans] = ColInt64(i, 1);
+		fifo_keys[orphans] = ColText(i, 3);
+		pids[orphans++] = pid;
+	}
+	int64 rescued = 0;
+	const char *error = "orphaned: the backend holding the job exited";
+	for (uint64 i = 0; i < orphans; i++) {
+		if (fifo_keys[i])
+			LockFifoGroup(fifo_keys[i]);
+		Datum values[3] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i]), started[i]};
+		char nulls[3] = {' ', ' ', started_null[i] ? 'n' : ' '};
+		if (Exec(Stmt::kLockOrphan, values, nulls, SPI_OK_SELECT) == 0)
+			continue;
+		if (ColBool(0, 1))
+			FinishRunning(ids[i], Datum(0), false, "FAILED", "orphaned", error, Datum(0), true);
+		else
+			Requeue(ids[i], GetCurrentTransactionStartTimestamp(), error, "orphaned");
+		rescued++;
+	}
+	return rescued;
+}
+
+} // namespace
+
+Counts
+Run()
+{
+	Counts counts{};
+	/* Before anything here takes a new id (a schedule firing). */
+	Exec(Stmt::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
+	Interval stale_after{};
+	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
+	counts.reaped = queue::ReapStale(&stale_after);
+	if (pqrun_orphan_rescue)
+		counts.orphaned = RescueOrphans();
+	counts.scheduled = schedule::FireDue();
+
+	/* Backstop for unblocking: edges whose dependency already finished, and
+	 * BLOCKED jobs with nothing left to wait for. */
+	IdList edges = CopyIds(Exec(Stmt::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
+	for (uint64 i = 0; i < edges.count; i++)
+		AfterFinish(edges.ids[i], edges.labels[i], true, nullptr);
+	IdList stranded = CopyIds(Exec(Stmt::kStrandedBlocked, nullptr, nullptr, SPI_OK_SELECT), false);
+	for (uint64 i = 0; i < stranded.count; i++)
+		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
+
+	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
+	/* Pickups skip promoting until then (wake.hpp). */
+	LearnNextDue(wake::NextDue());
+	/* Backstop for the pickup hint: whatever became READY without telling
+	 * (a manual UPDATE, say) is found within a round. */
+	if (Exec(Stmt::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
+		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
+	if (pqrun_retention > 0) {
+		Interval keep{};
+		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;
+		Datum values[2] = {PointerGetDatum(&keep), Int32GetDatum(kRetentionBatch)};
+		counts.purged = NoteRemoved(Exec(Stmt::kRetention, values, nullptr, SPI_OK_SELECT));
+	}
+	return counts;
+}
+
+} // namespace pqrun::maintenance
