@@ -5,6 +5,8 @@
  */
 #include "batch_input.hpp"
 
+#include "boundary.hpp"
+
 namespace pqrun::batch {
 
 namespace {
@@ -13,19 +15,11 @@ const char *const kKeys[queue::kEnqueueArgCount] = {"job_type",     "payload",  
                                                     "max_attempts", "timeout_seconds", "dedupe_key", "queue",
                                                     "depends_on",   "fifo_key"};
 
-[[noreturn]] void
-RaiseInvalid(int element, const char *message)
-{
-	ereport(ERROR,
-	        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("enqueue_batch element %d: %s", element, message)));
-	pg_unreachable();
-}
-
 void
 ExpectType(const JsonbValue &value, enum jbvType type, int element, const char *key, const char *type_name)
 {
 	if (value.type != type)
-		RaiseInvalid(element, psprintf("\"%s\" must be %s", key, type_name));
+		RaiseInvalid(psprintf("\"%s\" must be %s", key, type_name), element);
 }
 
 /* RequireIntegral rejects a JSON number with a fractional part or an
@@ -35,7 +29,7 @@ RequireIntegral(Numeric number, int element, const char *key, const char *what)
 {
 	const char *text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(number)));
 	if (strpbrk(text, ".eE") != nullptr)
-		RaiseInvalid(element, psprintf("\"%s\" must be %s, not %s", key, what, text));
+		RaiseInvalid(psprintf("\"%s\" must be %s, not %s", key, what, text), element);
 }
 
 /* AsInvalid runs the conversion `convert` and raises what it raises (an
@@ -61,7 +55,7 @@ AsInvalid(int element, const char *key, Convert convert)
 	}
 	PG_END_TRY();
 	if (edata != nullptr)
-		RaiseInvalid(element, psprintf("\"%s\": %s", key, edata->message));
+		RaiseInvalid(psprintf("\"%s\": %s", key, edata->message), element);
 	return result;
 }
 
@@ -96,14 +90,14 @@ Datum
 ToInt8Array(const JsonbValue &value, int element, const char *key)
 {
 	if (value.type != jbvBinary || !JsonContainerIsArray(value.val.binary.data))
-		RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
+		RaiseInvalid(psprintf("\"%s\" must be an array of job ids", key), element);
 	JsonbContainer *container = value.val.binary.data;
 	int n = JsonContainerSize(container);
 	Datum *ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
 	for (int i = 0; i < n; i++) {
 		JsonbValue *item = getIthJsonbValueFromContainer(container, i);
 		if (item == nullptr || item->type != jbvNumeric)
-			RaiseInvalid(element, psprintf("\"%s\" must be an array of job ids", key));
+			RaiseInvalid(psprintf("\"%s\" must be an array of job ids", key), element);
 		RequireIntegral(item->val.numeric, element, key, "an array of job ids");
 		Numeric number = item->val.numeric;
 		ids[i] =
@@ -155,7 +149,7 @@ Next(JobCursor *cursor, queue::EnqueueArgs *args)
 		return false;
 	int element = ++cursor->element;
 	if (value.type != jbvBinary || !JsonContainerIsObject(value.val.binary.data))
-		RaiseInvalid(element, "not a JSON object");
+		RaiseInvalid("not a JSON object", element);
 
 	*args = cursor->defaults;
 	JsonbIterator *fields = JsonbIteratorInit(value.val.binary.data);
@@ -170,12 +164,12 @@ Next(JobCursor *cursor, queue::EnqueueArgs *args)
 			    strncmp(kKeys[i], key.val.string.val, key.val.string.len) == 0)
 				arg = i;
 		if (arg < 0)
-			RaiseInvalid(element, psprintf("unknown key \"%.*s\"", key.val.string.len, key.val.string.val));
+			RaiseInvalid(psprintf("unknown key \"%.*s\"", key.val.string.len, key.val.string.val), element);
 		JsonbValue field;
 		(void)JsonbIteratorNext(&fields, &field, true); /* WJB_VALUE */
 		if (field.type == jbvNull) {
 			if (arg == queue::kJobType)
-				RaiseInvalid(element, "job_type must not be null or empty");
+				RaiseInvalid("job_type must not be null or empty", element);
 			continue;
 		}
 		args->value[arg] = Convert(arg, field, element);

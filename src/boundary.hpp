@@ -130,10 +130,14 @@ PgCall(Call &&call) -> decltype(call())
  * message about index rows otherwise). */
 constexpr int kMaxKeyBytes = 1000;
 
-/* RaiseInvalid reports a bad argument value (SQLSTATE 22023). */
+/* RaiseInvalid reports a bad argument value (SQLSTATE 22023); `element`,
+ * when positive, is the enqueue_batch element (from 1) it is about. */
 [[noreturn]] inline void
-RaiseInvalid(const char *message)
+RaiseInvalid(const char *message, int element = 0)
 {
+	if (element > 0)
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("enqueue_batch element %d: %s", element, message)));
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", message)));
 	pg_unreachable();
 }

@@ -35,39 +35,34 @@ Where(int element)
 }
 
 void
-RaiseInvalid(int element, const char *message)
-{
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s%s", Where(element), message)));
-}
-
-void
 Validate(const EnqueueArgs &args, int element)
 {
 	if (args.isnull[kJobType] || VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kJobType])) == 0)
-		RaiseInvalid(element, "job_type must not be null or empty");
+		RaiseInvalid("job_type must not be null or empty", element);
 	for (EnqueueArg required : {kPayload, kPriority, kMaxAttempts, kQueue})
 		if (args.isnull[required]) {
 			static const char *const kNames[] = {"job_type",     "payload",         "priority",   "run_after",
 			                                     "max_attempts", "timeout_seconds", "dedupe_key", "queue",
 			                                     "depends_on",   "fifo_key"};
-			RaiseInvalid(element, psprintf("%s must not be null", kNames[required]));
+			RaiseInvalid(psprintf("%s must not be null", kNames[required]), element);
 		}
 	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
-		RaiseInvalid(element, "queue must not be empty");
+		RaiseInvalid("queue must not be empty", element);
 	for (EnqueueArg key : {kDedupeKey, kFifoKey})
 		if (!args.isnull[key] && toast_raw_datum_size(args.value[key]) - VARHDRSZ > kMaxKeyBytes)
-			RaiseInvalid(element, psprintf("%s must be at most %d bytes", key == kDedupeKey ? "dedupe_key" : "fifo_key",
-			                               kMaxKeyBytes));
+			RaiseInvalid(
+			    psprintf("%s must be at most %d bytes", key == kDedupeKey ? "dedupe_key" : "fifo_key", kMaxKeyBytes),
+			    element);
 	/* An infinite run_after never falls due, or is overdue by an infinite
 	 * age that queue_stats cannot show. */
 	if (!args.isnull[kRunAfter] && TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(args.value[kRunAfter])))
-		RaiseInvalid(element, "run_after must be finite");
+		RaiseInvalid("run_after must be finite", element);
 	if (DatumGetInt32(args.value[kMaxAttempts]) < 1)
-		RaiseInvalid(element,
-		             psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])));
+		RaiseInvalid(psprintf("max_attempts must be at least 1, not %d", DatumGetInt32(args.value[kMaxAttempts])),
+		             element);
 	if (!args.isnull[kTimeoutSeconds] && DatumGetInt32(args.value[kTimeoutSeconds]) <= 0)
-		RaiseInvalid(element,
-		             psprintf("timeout_seconds must be positive, not %d", DatumGetInt32(args.value[kTimeoutSeconds])));
+		RaiseInvalid(psprintf("timeout_seconds must be positive, not %d", DatumGetInt32(args.value[kTimeoutSeconds])),
+		             element);
 	Size payload_bytes = toast_raw_datum_size(args.value[kPayload]) - VARHDRSZ;
 	if (payload_bytes > static_cast<Size>(pqrun_max_payload_bytes))
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -91,7 +86,7 @@ DependencyIds(const EnqueueArgs &args, int element, int *count)
 	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	for (int i = 0; i < n; i++) {
 		if (elem_nulls[i])
-			RaiseInvalid(element, "depends_on must not contain nulls");
+			RaiseInvalid("depends_on must not contain nulls", element);
 		int64 id = DatumGetInt64(elems[i]);
 		bool seen = false;
 		for (int j = 0; j < *count && !seen; j++)
@@ -308,7 +303,7 @@ Enqueue(const EnqueueArgs &args, int element)
 						cancel_reason = psprintf("dependency %lld ended %s", (long long)dep_ids[i], finished.labels[j]);
 				}
 				if (!found)
-					RaiseInvalid(element, psprintf("depends_on references unknown job %lld", (long long)dep_ids[i]));
+					RaiseInvalid(psprintf("depends_on references unknown job %lld", (long long)dep_ids[i]), element);
 			}
 		}
 	}

@@ -133,12 +133,6 @@ FirstRun(const ScheduleArgs &args, TimestampTz now)
 	return PlusMultiple(now, DatumGetIntervalP(args.value[kRunEvery]), 1, tz);
 }
 
-void
-RaiseInvalid(const char *message)
-{
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", message)));
-}
-
 bool
 IsEmptyText(Datum value)
 {
