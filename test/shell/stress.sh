@@ -102,8 +102,11 @@ rc=0
 timeout --kill-after=5 150 /usr/bin/python3 "$repo/test/shell/stress.py" "$db" || rc=$?
 [ $rc = 124 ] && echo "FAIL stress.py did not end within 150 s"
 
+# log_since: what the server logged since this test started.
+log_since() { tail -c +$((log_from + 1)) "$log"; }
+
 if [ -n "$log" ] && [ -f "$log" ]; then
-	crashes=$(tail -c +$((log_from + 1)) "$log" |
+	crashes=$(log_since |
 		grep -E "PANIC|TRAP:|terminated by signal|server process .* was terminated|was terminated by exception" || true)
 	if [ -n "$crashes" ]; then
 		echo "FAIL the server log shows a crash:"
@@ -112,14 +115,14 @@ if [ -n "$log" ] && [ -f "$log" ]; then
 	else
 		echo "ok   the server log shows no crash"
 	fi
-	fatal=$(tail -c +$((log_from + 1)) "$log" | grep -E " stress_[a-z0-9]+ FATAL: " |
+	fatal=$(log_since | grep -E " stress_[a-z0-9]+ FATAL: " |
 		grep -vE "FATAL:  terminating connection due to administrator command" || true)
 	if [ -n "$fatal" ]; then
 		echo "FAIL the server log shows $(printf '%s\n' "$fatal" | wc -l) FATAL errors of clients that no kill explains:"
 		printf '%s\n' "$fatal" | sed -E 's/^[^]]*\] //' | sort | uniq -c | sort -rn | head -n 10
 		rc=1
 	fi
-	bgw=$(tail -c +$((log_from + 1)) "$log" | grep -E "pqrun (maintenance|launcher).*(ERROR|FATAL)|(ERROR|FATAL).*pqrun (maintenance|launcher)" || true)
+	bgw=$(log_since | grep -E "pqrun (maintenance|launcher).*(ERROR|FATAL)|(ERROR|FATAL).*pqrun (maintenance|launcher)" || true)
 	if [ -n "$bgw" ]; then
 		echo "FAIL a pqrun background worker reported errors:"
 		printf '%s\n' "$bgw" | head -n 10
