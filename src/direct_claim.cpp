@@ -2,6 +2,7 @@
 #include "direct_claim.hpp"
 
 #include "direct_rows.hpp"
+#include "job_row.hpp"
 
 namespace pqrun::direct_claim {
 
@@ -9,17 +10,15 @@ namespace {
 
 using namespace direct_rows;
 
-/* What a claim sets, in job_live column names; ClaimRow gives the values in
- * this order. The last, holder_started, came with 0.5.0: until ALTER
- * EXTENSION UPDATE adds it, claims set the others only. */
-constexpr int kSet = 10;
-constexpr const char *kSetColumns[kSet] = {"status",      "delayed",      "attempts",   "locked_at",  "locked_by",
-                                           "lease_token", "heartbeat_at", "holder_pid", "updated_at", "holder_started"};
+using job_row::Claimed;
 
-/* The job_live columns a claim reads and sets (the first `nset` of kSet). */
+/* The job_live columns a claim writes (job_row.hpp), with what it writes
+ * to each; holder_started came with 0.5.0, and until ALTER EXTENSION
+ * UPDATE adds it a claim writes the others only. */
 struct Columns {
 	AttrNumber id, status, attempts;
-	int set[kSet];
+	int set[job_row::kCount];
+	Claimed claimed[job_row::kCount];
 	int nset;
 	Oid ready, running;
 };
@@ -31,10 +30,18 @@ FindColumns(Relation live)
 	c.id = RequireAttNum(live, "id");
 	c.status = RequireAttNum(live, "status");
 	c.attempts = RequireAttNum(live, "attempts");
-	for (int i = 0; i < kSet - 1; i++)
-		c.set[i] = RequireAttNum(live, kSetColumns[i]);
-	c.set[kSet - 1] = FindAttNum(live, kSetColumns[kSet - 1]);
-	c.nset = c.set[kSet - 1] == InvalidAttrNumber ? kSet - 1 : kSet;
+	c.nset = 0;
+	for (int i = 0; i < job_row::kCount; i++) {
+		const job_row::Column &column = job_row::kColumns[i];
+		if (!job_row::In(i, job_row::kLive) || column.claim == Claimed::kKeep)
+			continue;
+		AttrNumber attnum =
+		    job_row::In(i, job_row::kAdded) ? FindAttNum(live, column.name) : RequireAttNum(live, column.name);
+		if (attnum == InvalidAttrNumber)
+			continue;
+		c.set[c.nset] = attnum;
+		c.claimed[c.nset++] = column.claim;
+	}
 	Oid status_type = TupleDescAttr(RelationGetDescr(live), c.status - 1)->atttypid;
 	c.ready = EnumLabel(status_type, "READY");
 	c.running = EnumLabel(status_type, "RUNNING");
@@ -44,8 +51,8 @@ FindColumns(Relation live)
 /* ClaimRow stores in `new_slot` the RUNNING version, as the SQL path's
  * UPDATE sets it, of the READY row in `old_slot` (claim `i`). */
 void
-ClaimRow(const Columns &c, const Claims &claims, int i, TimestampTz at, Datum worker,
-         TupleTableSlot *old_slot, TupleTableSlot *new_slot)
+ClaimRow(const Columns &c, const Claims &claims, int i, TimestampTz at, Datum worker, TupleTableSlot *old_slot,
+         TupleTableSlot *new_slot)
 {
 	bool isnull;
 	int64 id = DatumGetInt64(slot_getattr(old_slot, c.id, &isnull));
@@ -53,17 +60,42 @@ ClaimRow(const Columns &c, const Claims &claims, int i, TimestampTz at, Datum wo
 	int32 attempts = DatumGetInt32(slot_getattr(old_slot, c.attempts, &isnull));
 	if (id != claims.ids[i] || status != c.ready)
 		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)claims.ids[i]);
-	Datum values[kSet] = {ObjectIdGetDatum(c.running),
-	                      BoolGetDatum(false),
-	                      Int32GetDatum(attempts + 1),
-	                      TimestampTzGetDatum(at),
-	                      worker,
-	                      UUIDPGetDatum(const_cast<pg_uuid_t *>(&claims.tokens[i])),
-	                      Datum(0),
-	                      Int32GetDatum(MyProcPid),
-	                      TimestampTzGetDatum(at),
-	                      TimestampTzGetDatum(MyStartTimestamp)};
-	bool nulls[kSet] = {false, false, false, false, false, false, true, false, false, false};
+	Datum values[job_row::kCount];
+	bool nulls[job_row::kCount];
+	for (int s = 0; s < c.nset; s++) {
+		nulls[s] = false;
+		switch (c.claimed[s]) {
+		case Claimed::kKeep:
+		case Claimed::kNull:
+			values[s] = Datum(0);
+			nulls[s] = true;
+			break;
+		case Claimed::kRunning:
+			values[s] = ObjectIdGetDatum(c.running);
+			break;
+		case Claimed::kFalse:
+			values[s] = BoolGetDatum(false);
+			break;
+		case Claimed::kNextAttempt:
+			values[s] = Int32GetDatum(attempts + 1);
+			break;
+		case Claimed::kAt:
+			values[s] = TimestampTzGetDatum(at);
+			break;
+		case Claimed::kWorker:
+			values[s] = worker;
+			break;
+		case Claimed::kToken:
+			values[s] = UUIDPGetDatum(const_cast<pg_uuid_t *>(&claims.tokens[i]));
+			break;
+		case Claimed::kPid:
+			values[s] = Int32GetDatum(MyProcPid);
+			break;
+		case Claimed::kSessionStart:
+			values[s] = TimestampTzGetDatum(MyStartTimestamp);
+			break;
+		}
+	}
 	HeapTuple old_tuple = ExecFetchSlotHeapTuple(old_slot, false, nullptr);
 	HeapTuple claimed = heap_modify_tuple_by_cols(old_tuple, old_slot->tts_tupleDescriptor, c.nset,
 	                                              const_cast<int *>(c.set), values, nulls);

@@ -2,6 +2,7 @@
 #include "direct_enqueue.hpp"
 
 #include "direct_rows.hpp"
+#include "job_row.hpp"
 #include "expr_cache.hpp"
 
 namespace pqrun::direct_enqueue {
@@ -11,87 +12,37 @@ namespace {
 using namespace direct_rows;
 using queue::EnqueueArgs;
 
-/* The job_live columns an enqueue sets (the SQL path's INSERT column list),
- * and id, which it reads back. */
-enum Column {
-	kId,
-	kStatus,
-	kDelayed,
-	kPriority,
-	kMaxAttempts,
-	kTimeoutSeconds,
-	kRunAfter,
-	kCreatedAt,
-	kUpdatedAt,
-	kQueue,
-	kJobType,
-	kDedupeKey,
-	kFifoKey,
-	kDependsOn,
-	kPayload,
-	kColumnCount
-};
-
-struct ColumnDef {
-	const char *name;
-	Oid type; /* InvalidOid: pqrun's job_status enum */
-};
-
-constexpr ColumnDef kColumns[kColumnCount] = {
-    {"id", INT8OID},
-    {"status", InvalidOid},
-    {"delayed", BOOLOID},
-    {"priority", INT4OID},
-    {"max_attempts", INT4OID},
-    {"timeout_seconds", INT4OID},
-    {"run_after", TIMESTAMPTZOID},
-    {"created_at", TIMESTAMPTZOID},
-    {"updated_at", TIMESTAMPTZOID},
-    {"queue", TEXTOID},
-    {"job_type", TEXTOID},
-    {"dedupe_key", TEXTOID},
-    {"fifo_key", TEXTOID},
-    {"depends_on", INT8ARRAYOID},
-    {"payload", JSONBOID},
-};
-
-/* Where the columns are, by Column, and which attributes an enqueue sets
- * (all of kColumns but id). */
+/* Where each column of job_row.hpp is in job_live (attribute number - 1;
+ * -1: not there), and which attributes an enqueue sets. */
 struct Layout {
-	int index[kColumnCount]; /* attribute number - 1 */
+	int index[job_row::kCount];
 	bool *set;
 	Oid ready;
 };
 
-/* FindLayout answers false when a column is missing or of another type than
- * pqrun gave it. */
-bool
+/* FindLayout finds the columns of job_live, which OpenTables found to be
+ * job_row.hpp's by name and type. */
+void
 FindLayout(Relation live, Layout *layout)
 {
 	TupleDesc desc = RelationGetDescr(live);
 	layout->set = static_cast<bool *>(palloc0(sizeof(bool) * desc->natts));
-	for (int c = 0; c < kColumnCount; c++)
+	for (int c = 0; c < job_row::kCount; c++)
 		layout->index[c] = -1;
 	for (int i = 0; i < desc->natts; i++) {
 		Form_pg_attribute att = TupleDescAttr(desc, i);
-		for (int c = 0; c < kColumnCount && !att->attisdropped; c++) {
-			if (strcmp(NameStr(att->attname), kColumns[c].name) != 0)
-				continue;
-			if (kColumns[c].type == InvalidOid ? !type_is_enum(att->atttypid) : att->atttypid != kColumns[c].type)
-				return false;
+		int c = att->attisdropped ? -1 : job_row::Find(NameStr(att->attname));
+		if (c >= 0) {
 			layout->index[c] = i;
-			layout->set[i] = c != kId;
+			layout->set[i] = job_row::kColumns[c].enqueued;
 		}
 	}
-	for (int c = 0; c < kColumnCount; c++)
-		if (layout->index[c] < 0)
-			return false;
-	layout->ready = EnumLabel(TupleDescAttr(desc, layout->index[kStatus])->atttypid, "READY");
-	return true;
+	layout->ready = EnumLabel(TupleDescAttr(desc, layout->index[job_row::kStatus])->atttypid, "READY");
 }
 
 /* Fill sets `values`/`nulls` to job `args`'s row, as the SQL path's INSERT
- * makes it: the defaults of the columns it does not set first. */
+ * makes it: the defaults of the columns it does not set first, then each
+ * column job_row.hpp says an enqueue sets. */
 void
 Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *econtext, const EnqueueArgs &args,
      Datum *values, bool *nulls)
@@ -104,25 +55,56 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 	}
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after = queue::RunAfter(args);
-	auto set = [&](Column c, Datum value, bool isnull = false) {
-		values[layout.index[c]] = value;
-		nulls[layout.index[c]] = isnull;
-	};
-	auto set_arg = [&](Column c, queue::EnqueueArg arg) { set(c, args.value[arg], args.isnull[arg]); };
-	set(kStatus, ObjectIdGetDatum(layout.ready));
-	set(kDelayed, BoolGetDatum(run_after > now));
-	set_arg(kPriority, queue::kPriority);
-	set_arg(kMaxAttempts, queue::kMaxAttempts);
-	set_arg(kTimeoutSeconds, queue::kTimeoutSeconds);
-	set(kRunAfter, TimestampTzGetDatum(run_after));
-	set(kCreatedAt, TimestampTzGetDatum(now));
-	set(kUpdatedAt, TimestampTzGetDatum(now));
-	set_arg(kQueue, queue::kQueue);
-	set_arg(kJobType, queue::kJobType);
-	set(kDedupeKey, Datum(0), true);
-	set(kFifoKey, Datum(0), true);
-	set(kDependsOn, Datum(0), true);
-	set_arg(kPayload, queue::kPayload);
+	for (int c = 0; c < job_row::kCount; c++) {
+		if (!job_row::kColumns[c].enqueued)
+			continue;
+		int i = layout.index[c];
+		auto arg = [&](queue::EnqueueArg a) {
+			values[i] = args.value[a];
+			nulls[i] = args.isnull[a];
+		};
+		nulls[i] = false;
+		switch (c) {
+		case job_row::kStatus:
+			values[i] = ObjectIdGetDatum(layout.ready);
+			break;
+		case job_row::kDelayed:
+			values[i] = BoolGetDatum(run_after > now);
+			break;
+		case job_row::kPriority:
+			arg(queue::kPriority);
+			break;
+		case job_row::kMaxAttempts:
+			arg(queue::kMaxAttempts);
+			break;
+		case job_row::kTimeoutSeconds:
+			arg(queue::kTimeoutSeconds);
+			break;
+		case job_row::kRunAfter:
+			values[i] = TimestampTzGetDatum(run_after);
+			break;
+		case job_row::kCreatedAt:
+		case job_row::kUpdatedAt:
+			values[i] = TimestampTzGetDatum(now);
+			break;
+		case job_row::kQueue:
+			arg(queue::kQueue);
+			break;
+		case job_row::kJobType:
+			arg(queue::kJobType);
+			break;
+		case job_row::kPayload:
+			arg(queue::kPayload);
+			break;
+		case job_row::kDedupeKey: /* jobs with these take the SQL path */
+		case job_row::kFifoKey:
+		case job_row::kDependsOn:
+			nulls[i] = true;
+			break;
+		default:
+			elog(ERROR, "pqrun: an enqueue has no value for column %s", job_row::kColumns[c].name);
+		}
+	}
 }
 
 } // namespace
@@ -136,10 +118,11 @@ Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 	Relation live = tables.live;
 	Layout layout;
 	ExprState *const *defaults = expr_cache::Defaults(live);
-	if (defaults == nullptr || !FindLayout(live, &layout)) {
+	if (defaults == nullptr) {
 		tables.Close();
 		return false;
 	}
+	FindLayout(live, &layout);
 	TupleDesc desc = RelationGetDescr(live);
 	RowWriter writer(live);
 	ExprContext *econtext = GetPerTupleExprContext(writer.estate);
@@ -154,7 +137,7 @@ Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 			ExecConstraints(writer.info, slot, writer.estate);
 		table_tuple_insert(live, slot, cid, 0, nullptr);
 		list_free(compat::InsertIndexTuples(writer.info, slot, writer.estate));
-		ids[i] = DatumGetInt64(values[layout.index[kId]]);
+		ids[i] = DatumGetInt64(values[layout.index[job_row::kId]]);
 		ExecClearTuple(slot);
 		ResetPerTupleExprContext(writer.estate);
 	}

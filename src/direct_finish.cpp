@@ -3,6 +3,7 @@
 
 #include "deferred_claims.hpp"
 #include "direct_rows.hpp"
+#include "job_row.hpp"
 
 #include <cmath>
 
@@ -12,56 +13,27 @@ namespace {
 
 using namespace direct_rows;
 
-/* Where a job_done column's value comes from: the job_live column of the
- * same name, or one of the values the finish supplies. */
-enum class Source {
-	kLive,
-	kStatus,
-	kAttempts,
-	kDuration,
-	kLockedAt,
-	kNow,
-	kToken,
-	kWorker,
-	kOutcome,
-	kError,
-	kResult,
-	kCount
-};
+using job_row::Finished;
 
-struct Override {
-	const char *column;
-	Source source;
-};
+/* Which of job_row.hpp's finishes: of a deferred claim (its attempt's
+ * columns come from the claim, which was never written) or of a RUNNING
+ * row (only what ending it changes). */
+using Finish = Finished job_row::Column::*;
+constexpr Finish kFromClaim = &job_row::Column::from_claim;
+constexpr Finish kFromRunning = &job_row::Column::from_running;
 
-/* A deferred claim's DONE attempt: the claim was never written, so the
- * attempt's columns come from the claim. */
-constexpr Override kClaimOverrides[] = {
-    {"status", Source::kStatus},      {"attempts", Source::kAttempts}, {"duration_ms", Source::kDuration},
-    {"locked_at", Source::kLockedAt}, {"finished_at", Source::kNow},   {"updated_at", Source::kNow},
-    {"lease_token", Source::kToken},  {"locked_by", Source::kWorker},  {"outcome", Source::kOutcome},
-    {"result", Source::kResult},
-};
-
-/* A RUNNING row's attempt: only what ending it changes. */
-constexpr Override kRunningOverrides[] = {
-    {"status", Source::kStatus},  {"duration_ms", Source::kDuration}, {"finished_at", Source::kNow},
-    {"updated_at", Source::kNow}, {"outcome", Source::kOutcome},      {"last_error", Source::kError},
-    {"result", Source::kResult},
-};
-
-/* The supplied values, by Source; null until set. */
+/* The supplied values, by Finished; null until set. */
 struct Supplied {
-	Datum value[static_cast<int>(Source::kCount)];
-	bool null[static_cast<int>(Source::kCount)];
+	Datum value[static_cast<int>(Finished::kCount)];
+	bool null[static_cast<int>(Finished::kCount)];
 
 	Supplied()
 	{
-		for (int s = 0; s < static_cast<int>(Source::kCount); s++)
-			Set(static_cast<Source>(s), Datum(0), true);
+		for (int s = 0; s < static_cast<int>(Finished::kCount); s++)
+			Set(static_cast<Finished>(s), Datum(0), true);
 	}
 
-	void Set(Source s, Datum v, bool isnull = false)
+	void Set(Finished s, Datum v, bool isnull = false)
 	{
 		value[static_cast<int>(s)] = v;
 		null[static_cast<int>(s)] = isnull;
@@ -71,9 +43,9 @@ struct Supplied {
 /* Rows moved per multi-row insert, as COPY buffers them. */
 constexpr int kMaxChunk = 1000;
 
-/* The SQL path's duration_ms, LEAST(GREATEST(date_part('epoch', now -
- * from), 0) * 1000, 2147483647)::int, computed the same way (the interval
- * is justified into days and microseconds, the cast rounds half to even). */
+/* The SQL path's duration_ms (job_row.hpp's PQRUN_DURATION_MS) computed
+ * the same way: the interval is justified into days and microseconds, the
+ * cast rounds half to even. */
 int32
 DurationMs(TimestampTz from, TimestampTz now)
 {
@@ -89,37 +61,33 @@ DurationMs(TimestampTz from, TimestampTz now)
 /* The job_done row source, per column, and the job_live columns read. */
 struct Layout {
 	int natts;
-	Source *source;
-	AttrNumber *live_attnum; /* for Source::kLive */
+	Finished *source;
+	AttrNumber *live_attnum; /* for Finished::kKeep */
 	AttrNumber live_id, live_status, live_attempts, live_fifo_key, live_has_dependents, live_queue, live_job_type,
 	    live_lease_token, live_locked_at, live_last_error;
 	Oid status_type, ready, running, done;
 };
 
-template <size_t N>
 Layout
-MakeLayout(Relation live, Relation done, const Override (&overrides)[N])
+MakeLayout(Relation live, Relation done, Finish finish)
 {
 	TupleDesc done_desc = RelationGetDescr(done);
 	Layout layout;
 	layout.natts = done_desc->natts;
-	layout.source = static_cast<Source *>(palloc(sizeof(Source) * layout.natts));
+	layout.source = static_cast<Finished *>(palloc(sizeof(Finished) * layout.natts));
 	layout.live_attnum = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * layout.natts));
 	for (int i = 0; i < layout.natts; i++) {
 		Form_pg_attribute att = TupleDescAttr(done_desc, i);
-		layout.source[i] = Source::kLive;
+		layout.source[i] = Finished::kKeep;
 		if (att->attisdropped)
 			continue;
-		const char *name = NameStr(att->attname);
-		bool overridden = false;
-		for (const Override &o : overrides) {
-			if (strcmp(o.column, name) == 0) {
-				layout.source[i] = o.source;
-				overridden = true;
-			}
-		}
-		if (!overridden)
-			layout.live_attnum[i] = RequireAttNum(live, name);
+		/* OpenTables saw every column of job_done in job_row.hpp. */
+		int column = job_row::Find(NameStr(att->attname));
+		if (column < 0)
+			elog(ERROR, "pqrun: job_done has a column %s pqrun does not know", NameStr(att->attname));
+		layout.source[i] = job_row::kColumns[column].*finish;
+		if (layout.source[i] == Finished::kKeep)
+			layout.live_attnum[i] = RequireAttNum(live, NameStr(att->attname));
 	}
 	layout.live_id = RequireAttNum(live, "id");
 	layout.live_status = RequireAttNum(live, "status");
@@ -150,7 +118,7 @@ FillDone(const Layout &layout, const Supplied &supplied, TupleTableSlot *live_sl
 	Datum *values = done_slot->tts_values;
 	bool *nulls = done_slot->tts_isnull;
 	for (int a = 0; a < layout.natts; a++) {
-		if (layout.source[a] == Source::kLive) {
+		if (layout.source[a] == Finished::kKeep) {
 			AttrNumber live_att = layout.live_attnum[a];
 			values[a] = live_att ? lv[live_att - 1] : Datum(0);
 			nulls[a] = live_att ? ln[live_att - 1] : true;
@@ -189,14 +157,14 @@ BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datu
 		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	Supplied supplied;
-	supplied.Set(Source::kStatus, ObjectIdGetDatum(layout.done));
-	supplied.Set(Source::kAttempts, Int32GetDatum(DatumGetInt32(lv[layout.live_attempts - 1]) + 1));
-	supplied.Set(Source::kDuration, Int32GetDatum(DurationMs(taken.at, now)));
-	supplied.Set(Source::kLockedAt, TimestampTzGetDatum(taken.at));
-	supplied.Set(Source::kNow, TimestampTzGetDatum(now));
-	supplied.Set(Source::kToken, UUIDPGetDatum(&taken.claims.tokens[i]));
-	supplied.Set(Source::kWorker, taken.worker);
-	supplied.Set(Source::kOutcome, outcome);
+	supplied.Set(Finished::kStatus, ObjectIdGetDatum(layout.done));
+	supplied.Set(Finished::kAttempts, Int32GetDatum(DatumGetInt32(lv[layout.live_attempts - 1]) + 1));
+	supplied.Set(Finished::kDuration, Int32GetDatum(DurationMs(taken.at, now)));
+	supplied.Set(Finished::kLockedAt, TimestampTzGetDatum(taken.at));
+	supplied.Set(Finished::kNow, TimestampTzGetDatum(now));
+	supplied.Set(Finished::kToken, UUIDPGetDatum(&taken.claims.tokens[i]));
+	supplied.Set(Finished::kWorker, taken.worker);
+	supplied.Set(Finished::kOutcome, outcome);
 	FillDone(layout, supplied, live_slot, done_slot);
 	Describe(layout, live_slot, taken.at, out);
 }
@@ -315,15 +283,15 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 	bool no_lock_time = ln[layout.live_locked_at - 1];
 	TimestampTz locked_at = no_lock_time ? now : DatumGetTimestampTz(lv[layout.live_locked_at - 1]);
 	Supplied supplied;
-	supplied.Set(Source::kStatus, ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status)));
-	supplied.Set(Source::kDuration, Int32GetDatum(DurationMs(locked_at, now)), no_lock_time);
-	supplied.Set(Source::kNow, TimestampTzGetDatum(now));
-	supplied.Set(Source::kOutcome, CStringGetTextDatum(ending.outcome));
+	supplied.Set(Finished::kStatus, ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status)));
+	supplied.Set(Finished::kDuration, Int32GetDatum(DurationMs(locked_at, now)), no_lock_time);
+	supplied.Set(Finished::kNow, TimestampTzGetDatum(now));
+	supplied.Set(Finished::kOutcome, CStringGetTextDatum(ending.outcome));
 	if (ending.error)
-		supplied.Set(Source::kError, CStringGetTextDatum(ending.error));
+		supplied.Set(Finished::kError, CStringGetTextDatum(ending.error));
 	else
-		supplied.Set(Source::kError, lv[layout.live_last_error - 1], ln[layout.live_last_error - 1]);
-	supplied.Set(Source::kResult, ending.result, ending.result_null);
+		supplied.Set(Finished::kError, lv[layout.live_last_error - 1], ln[layout.live_last_error - 1]);
+	supplied.Set(Finished::kResult, ending.result, ending.result_null);
 
 	RowWriter writer(tables.done);
 	TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
@@ -350,7 +318,7 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	int count = taken.claims.count;
 	if (count > 0) {
-		Layout layout = MakeLayout(tables.live, tables.done, kClaimOverrides);
+		Layout layout = MakeLayout(tables.live, tables.done, kFromClaim);
 		RowWriter writer(tables.done);
 		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
 		int chunk = Min(count, kMaxChunk);
@@ -378,7 +346,7 @@ FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved 
 	/* This path reads below the executor hook that writes deferred claims
 	 * before a query looks at the queue: the job may be one of them. */
 	deferred_claims::WriteAll();
-	Layout layout = MakeLayout(tables.live, tables.done, kRunningOverrides);
+	Layout layout = MakeLayout(tables.live, tables.done, kFromRunning);
 	Relation index = LiveIdIndex(tables.live, layout.live_id);
 	bool finished = false;
 	if (index) {

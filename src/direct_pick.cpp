@@ -17,8 +17,8 @@ using job_row::kId;
 using job_row::kJobType;
 using job_row::kPriority;
 using job_row::kQueue;
-using job_row::Source;
-constexpr int kOut = job_row::kCount;
+using job_row::Picked;
+constexpr int kOut = job_row::kJobsCount;
 
 /* The job_live columns the pick reads, by output column, and what it
  * checks. */
@@ -45,7 +45,7 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 		Oid type = OidIsValid(kColumns[i].type) ? kColumns[i].type : l->status_type;
 		if (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0)
 			return false;
-		bool from_live = kColumns[i].source == Source::kColumn || kColumns[i].source == Source::kNextAttempt;
+		bool from_live = kColumns[i].picked == Picked::kColumn || kColumns[i].picked == Picked::kNextAttempt;
 		l->from[i] = from_live ? RequireAttNum(live, kColumns[i].name) : 0;
 		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != out->atttypid)
 			return false;
@@ -181,28 +181,28 @@ EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, vo
 	ItemPointerData ctid = slot->tts_tid;
 	for (int i = 0; i < kOut; i++) {
 		nulls[i] = false;
-		switch (kColumns[i].source) {
-		case Source::kColumn:
+		switch (kColumns[i].picked) {
+		case Picked::kColumn:
 			values[i] = slot->tts_values[l.from[i] - 1];
 			nulls[i] = slot->tts_isnull[l.from[i] - 1];
 			break;
-		case Source::kRunning:
+		case Picked::kRunning:
 			values[i] = ObjectIdGetDatum(l.running);
 			break;
-		case Source::kNextAttempt:
+		case Picked::kNextAttempt:
 			values[i] = Int32GetDatum(DatumGetInt32(slot->tts_values[l.from[i] - 1]) + 1);
 			break;
-		case Source::kAt:
+		case Picked::kAt:
 			values[i] = TimestampTzGetDatum(r.at);
 			break;
-		case Source::kWorker:
+		case Picked::kWorker:
 			values[i] = r.worker;
 			break;
-		case Source::kToken:
+		case Picked::kToken:
 			lease_token::New(&token);
 			values[i] = UUIDPGetDatum(&token);
 			break;
-		case Source::kNull:
+		case Picked::kNull:
 			values[i] = Datum(0);
 			nulls[i] = true;
 			break;

@@ -2,6 +2,7 @@
 #include "direct_rows.hpp"
 
 #include "expr_cache.hpp"
+#include "job_row.hpp"
 
 namespace pqrun::direct_rows {
 
@@ -21,90 +22,27 @@ struct Verdict {
 Verdict verdict{InvalidOid, InvalidOid, false};
 uint64 invalidations = 0; /* a verdict reached across one is not kept */
 
-/* A column of pqrun's job tables; type InvalidOid for pqrun.job_status. */
-struct Column {
-	const char *name;
-	Oid type;
-	bool optional; /* missing until ALTER EXTENSION UPDATE */
-};
-
-constexpr Oid kJobStatus = InvalidOid;
-
-constexpr Column kLiveColumns[] = {
-    {"id", INT8OID},
-    {"status", kJobStatus},
-    {"delayed", BOOLOID},
-    {"has_dependents", BOOLOID},
-    {"priority", INT4OID},
-    {"attempts", INT4OID},
-    {"max_attempts", INT4OID},
-    {"timeout_seconds", INT4OID},
-    {"holder_pid", INT4OID},
-    {"run_after", TIMESTAMPTZOID},
-    {"locked_at", TIMESTAMPTZOID},
-    {"heartbeat_at", TIMESTAMPTZOID},
-    {"created_at", TIMESTAMPTZOID},
-    {"updated_at", TIMESTAMPTZOID},
-    {"lease_token", UUIDOID},
-    {"queue", TEXTOID},
-    {"job_type", TEXTOID},
-    {"locked_by", TEXTOID},
-    {"dedupe_key", TEXTOID},
-    {"fifo_key", TEXTOID},
-    {"depends_on", INT8ARRAYOID},
-    {"last_error", TEXTOID},
-    {"payload", JSONBOID},
-    {"holder_started", TIMESTAMPTZOID, true},
-};
-
-constexpr Column kDoneColumns[] = {
-    {"id", INT8OID},
-    {"status", kJobStatus},
-    {"priority", INT4OID},
-    {"attempts", INT4OID},
-    {"max_attempts", INT4OID},
-    {"timeout_seconds", INT4OID},
-    {"duration_ms", INT4OID},
-    {"run_after", TIMESTAMPTZOID},
-    {"locked_at", TIMESTAMPTZOID},
-    {"finished_at", TIMESTAMPTZOID},
-    {"created_at", TIMESTAMPTZOID},
-    {"updated_at", TIMESTAMPTZOID},
-    {"lease_token", UUIDOID},
-    {"queue", TEXTOID},
-    {"job_type", TEXTOID},
-    {"locked_by", TEXTOID},
-    {"dedupe_key", TEXTOID},
-    {"fifo_key", TEXTOID},
-    {"depends_on", INT8ARRAYOID},
-    {"outcome", TEXTOID},
-    {"last_error", TEXTOID},
-    {"result", JSONBOID},
-    {"payload", JSONBOID},
-};
-
-/* HasColumnsOf answers whether `rel` has exactly `columns` (optional ones
- * may be missing), each of its type with no type modifier. */
-template <size_t N>
+/* HasColumnsOf answers whether `rel` has exactly the columns of `table`
+ * in job_row.hpp (those an update added may be missing), each of its type
+ * with no type modifier. */
 bool
-HasColumnsOf(Relation rel, const Column (&columns)[N], Oid job_status)
+HasColumnsOf(Relation rel, job_row::Table table, Oid job_status)
 {
 	TupleDesc desc = RelationGetDescr(rel);
-	size_t required = 0, found = 0;
-	for (const Column &c : columns)
-		required += c.optional ? 0 : 1;
-	for (int i = 0; i < desc->natts; i++) {
-		Form_pg_attribute att = TupleDescAttr(desc, i);
+	int required = 0, found = 0;
+	for (int i = 0; i < job_row::kCount; i++)
+		required += job_row::In(i, table) && !job_row::In(i, job_row::kAdded) ? 1 : 0;
+	for (int a = 0; a < desc->natts; a++) {
+		Form_pg_attribute att = TupleDescAttr(desc, a);
 		if (att->attisdropped)
 			continue;
-		const Column *match = nullptr;
-		for (const Column &c : columns)
-			if (strcmp(NameStr(att->attname), c.name) == 0)
-				match = &c;
-		Oid type = match == nullptr ? InvalidOid : match->type == kJobStatus ? job_status : match->type;
-		if (match == nullptr || att->atttypid != type || att->atttypmod != -1 || att->attgenerated != '\0')
+		int i = job_row::Find(NameStr(att->attname));
+		if (i < 0 || !job_row::In(i, table))
 			return false;
-		found += match->optional ? 0 : 1;
+		Oid type = OidIsValid(job_row::kColumns[i].type) ? job_row::kColumns[i].type : job_status;
+		if (att->atttypid != type || att->atttypmod != -1 || att->attgenerated != '\0')
+			return false;
+		found += job_row::In(i, job_row::kAdded) ? 0 : 1;
 	}
 	return found == required;
 }
@@ -172,8 +110,8 @@ OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 		                                 ObjectIdGetDatum(namespace_id));
 		uint64 seen = invalidations;
 		allowed = OidIsValid(job_status) && Plain(tables->live) && Plain(tables->done) &&
-		          HasColumnsOf(tables->live, kLiveColumns, job_status) &&
-		          HasColumnsOf(tables->done, kDoneColumns, job_status);
+		          HasColumnsOf(tables->live, job_row::kLive, job_status) &&
+		          HasColumnsOf(tables->done, job_row::kDone, job_status);
 		if (seen == invalidations)
 			verdict = Verdict{live_id, done_id, allowed};
 	}

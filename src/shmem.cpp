@@ -5,7 +5,6 @@
  */
 #include "shmem.hpp"
 
-
 namespace pqrun::shmem {
 
 namespace {

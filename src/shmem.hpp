@@ -28,9 +28,9 @@ struct DatabaseSlot {
 	SlotState state;
 	pid_t pid;
 	Latch *latch;
-	TimestampTz retry_at;    /* kProbe/kStepAside: not before this */
-	TimestampTz grace_until; /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
-	uint32 registrations;    /* RegisterDatabase calls, so a running worker notices one */
+	TimestampTz retry_at;     /* kProbe/kStepAside: not before this */
+	TimestampTz grace_until;  /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
+	uint32 registrations;     /* RegisterDatabase calls, so a running worker notices one */
 	wake::DatabaseState wake; /* kept by wake.cpp */
 };
 

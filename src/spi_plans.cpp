@@ -60,6 +60,8 @@ static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB mus
 	"  RETURNING j.*)"                                                                                                 \
 	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"
 
+static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set what job_row::kColumns says");
+
 #define PICK(filter)                                                                                                   \
 	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
 	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                \
@@ -83,20 +85,28 @@ static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB mus
 /* Move the job_live rows in CTE `gone` to job_done as status $3 with outcome
  * $4 (kept only if the job was running), error $5 (NULL keeps the last one)
  * and result $6; answer what the caller must follow up on. */
+#define FINISH_COLUMNS                                                                                                 \
+	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, locked_at,"   \
+	" locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, finished_at, duration_ms, result,"         \
+	" created_at, updated_at, outcome"
+#define FINISH_VALUES                                                                                                  \
+	"id, queue, job_type, payload, $3::pqrun.job_status, priority, attempts, max_attempts, run_after,"                 \
+	" timeout_seconds, locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on,"                           \
+	" COALESCE($5, last_error), pg_catalog.now(), " PQRUN_DURATION_MS ", $6, created_at, pg_catalog.now(),"            \
+	" CASE WHEN status = 'RUNNING' THEN $4 END"
+static_assert(job_row::FinishIs(FINISH_COLUMNS, FINISH_VALUES), "the finish must fill job_row::kColumns' job_done");
 #define FINISH_FROM_GONE                                                                                               \
-	", moved AS ("                                                                                                     \
-	"  INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, duration_ms,"        \
-	"     run_after, locked_at, finished_at, created_at, updated_at, lease_token, queue, job_type, locked_by,"         \
-	"     dedupe_key, fifo_key, depends_on, outcome, last_error, result, payload)"                                     \
-	"  SELECT id, $3::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds,"                            \
-	"     CASE WHEN status = 'RUNNING' THEN"                                                                           \
-	"       LEAST(GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() - locked_at), 0) * 1000, 2147483647)::int"   \
-	"     END,"                                                                                                        \
-	"     run_after, locked_at, pg_catalog.now(), created_at, pg_catalog.now(), lease_token, queue, job_type,"         \
-	"     locked_by, dedupe_key, fifo_key, depends_on, CASE WHEN status = 'RUNNING' THEN $4 END,"                      \
-	"     COALESCE($5, last_error), $6, payload"                                                                       \
-	"  FROM gone)"                                                                                                     \
+	", moved AS (INSERT INTO pqrun.job_done (" FINISH_COLUMNS ") SELECT " FINISH_VALUES " FROM gone)"                  \
 	" SELECT has_dependents, fifo_key, queue, job_type, status::text, locked_at, id FROM gone"
+
+#define WRITE_DEFERRED_CLAIMS                                                                                          \
+	"UPDATE pqrun.job_live j"                                                                                          \
+	"   SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1, locked_at = $3, locked_by = $4,"           \
+	"       lease_token = c.token, heartbeat_at = NULL, holder_pid = pg_catalog.pg_backend_pid(),"                     \
+	"       " SET_HOLDER_STARTED "updated_at = $3"                                                                     \
+	"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"                                  \
+	" WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'"
+static_assert(job_row::ClaimSets(WRITE_DEFERRED_CLAIMS, " FROM"), "a written claim must set what job_row says");
 
 /* Inserts into job_live. A job with a dedupe key that an unfinished job
  * holds answers that job (whose xmax is then set); without any dedupe key
@@ -109,6 +119,7 @@ static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB mus
 	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload)"                           \
 	" VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"                           \
 	"   $7, $8, $9, $10, $11, $12)"
+static_assert(job_row::EnqueueListIs(INSERT_LIVE), "INSERT_LIVE must list job_row::kColumns' enqueued columns");
 #define INSERT_LIVE_RETURNING " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text"
 #define INSERT_LIVE_ARGS                                                                                               \
 	12,                                                                                                                \
@@ -221,12 +232,7 @@ const StmtDef kStmts[] = {
 	 * primary key whatever it thinks of the join. */
     {Stmt::kWriteDeferredClaims,
      "write deferred claims",
-     "UPDATE pqrun.job_live j"
-     "   SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1, locked_at = $3, locked_by = $4,"
-     "       lease_token = c.token, heartbeat_at = NULL, holder_pid = pg_catalog.pg_backend_pid(),"
-     "       " SET_HOLDER_STARTED "updated_at = $3"
-     "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"
-     " WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'",
+     WRITE_DEFERRED_CLAIMS,
      4,
      {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}},
     /* The true first pickup key, for the maintenance round's hint backstop. */

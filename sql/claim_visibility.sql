@@ -1,4 +1,4 @@
--- deferred: batch pickups lock their jobs and write the claims only when
+-- claim_visibility: batch pickups lock their jobs and write the claims only when
 -- something could look at them (src/deferred_claims.hpp). Whatever the
 -- route, every job must look exactly as if the claim had been written at
 -- once; mark_done_batch with nothing in between that read the queue skips

@@ -1,4 +1,4 @@
--- direct_pick: a pickup whose claims are deferred locks its jobs below the
+-- pickup_same_jobs: a pickup whose claims are deferred locks its jobs below the
 -- executor (src/direct_pick.hpp) unless job_live, job_live_pick or the
 -- transaction needs the SQL statement. Either way it must hand out the same
 -- jobs, in the same order, as the same rows.
@@ -7,6 +7,7 @@ DROP EXTENSION IF EXISTS pqrun CASCADE;
 CREATE EXTENSION pqrun;
 RESET client_min_messages;
 \pset null '(null)'
+
 -- path_of answers which path the pickups of `statement` took: the SQL
 -- statement calls pqrun._lease_token() for every job it locks, the direct
 -- path makes the tokens itself.
@@ -37,6 +38,7 @@ BEGIN
 EXCEPTION WHEN raise_exception THEN
   RETURN rows;
 END $$;
+
 -- 60 jobs in four priorities, two types and two queues, some with every
 -- optional column set.
 SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((
@@ -46,10 +48,6 @@ SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((
                                       'timeout_seconds', CASE WHEN i % 7 = 0 THEN 30 END,
                                       'payload', jsonb_build_object('n', i)) ORDER BY i)
     FROM generate_series(1, 60) AS i));
- enqueued 
-----------
-       60
-(1 row)
 
 -- 1. Which pickups go which way.
 BEGIN;
@@ -59,45 +57,25 @@ SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS plain,
        path_of($$SELECT count(*) FROM pqrun.pickup('p', queues => '{q3}')$$) AS by_queue,
        path_of($$SELECT count(*) FROM pqrun.pickup('p', batch_size => 2, wait => '10 ms')$$) AS waiting,
        path_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{none}')$$) AS no_match;
- plain  | batch  | by_type | by_queue | waiting |    no_match    
---------+--------+---------+----------+---------+----------------
- direct | direct | direct  | direct   | direct  | nothing picked
-(1 row)
-
 ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS repeatable_read;
- repeatable_read 
------------------
- sql
-(1 row)
-
 ROLLBACK;
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS serializable;
- serializable 
---------------
- sql
-(1 row)
-
 ROLLBACK;
 BEGIN;
 SET LOCAL pqrun.deferred_claims = off;
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS claims_not_deferred;
- claims_not_deferred 
----------------------
- sql
-(1 row)
-
 ROLLBACK;
 -- A read-only transaction gets the SQL path's error (which statement raises
 -- it depends on what the pickup finds to do first).
 \set VERBOSITY sqlstate
 BEGIN READ ONLY;
 SELECT count(*) FROM pqrun.pickup('p');
-ERROR:  25006
 ROLLBACK;
 \set VERBOSITY default
+
 -- 2. The same jobs in the same order as the SQL statement (REPEATABLE READ
 -- takes it), as the same rows, with and without filters.
 CREATE TEMP TABLE filters (n int, types text[], queues text[]);
@@ -114,22 +92,9 @@ SELECT n, jsonb_array_length(d) AS jobs, d = (:'sql'::jsonb -> n::text) AS same_
          AS in_pickup_order
   FROM filters, LATERAL (SELECT :'direct'::jsonb -> n::text) AS v(d)
  ORDER BY n;
- n | jobs | same_as_sql | in_pickup_order 
----+------+-------------+-----------------
- 1 |   60 | t           | t
- 2 |   30 | t           | t
- 3 |   20 | t           | t
- 4 |   20 | t           | t
- 5 |    0 | t           | t
-(5 rows)
-
 SELECT (j->>'status', j->>'attempts' = (SELECT attempts + 1 FROM pqrun.jobs WHERE id = (j->>'id')::bigint)::text,
         j->>'locked_by', j->>'finished_at', j->>'duration_ms', j->>'result') AS claimed_as, count(*)
   FROM jsonb_array_elements(:'direct'::jsonb -> '1') AS j GROUP BY 1;
-     claimed_as     | count 
---------------------+-------
- (RUNNING,t,cmp,,,) |    60
-(1 row)
 
 -- 3. Pickups of 7 in transactions of their own hand out every job once, in
 -- pickup order across the priorities: each starts at the pickup hint
@@ -146,35 +111,16 @@ END $$;
 SELECT count(*) AS picked, count(DISTINCT id) AS distinct_jobs,
        array_agg(id ORDER BY n) = (SELECT array_agg(id ORDER BY priority DESC, id) FROM pqrun.jobs) AS in_pickup_order
   FROM seq;
- picked | distinct_jobs | in_pickup_order 
---------+---------------+-----------------
-     60 |            60 | t
-(1 row)
-
 SELECT status, attempts, locked_by, count(*) FROM pqrun.jobs GROUP BY 1, 2, 3;
- status  | attempts | locked_by | count 
----------+----------+-----------+-------
- RUNNING |        1 | seq       |    60
-(1 row)
 
 -- 4. What only the SQL statement honours, or a pick index that is not
 -- pqrun's, sends the pickup there; it still hands out the same jobs.
 SELECT count(*) AS enqueued FROM pqrun.enqueue_batch((
   SELECT jsonb_agg(jsonb_build_object('job_type', 'again', 'priority', i % 3) ORDER BY i) FROM generate_series(1, 9) AS i));
- enqueued 
-----------
-        9
-(1 row)
-
 SELECT picked(NULL, NULL) AS before \gset
 BEGIN;
 ALTER TABLE pqrun.job_live ENABLE ROW LEVEL SECURITY;
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS row_security;
- row_security 
---------------
- sql
-(1 row)
-
 ROLLBACK;
 -- with_pick_index answers, with job_live_pick made by `definition`
 -- instead (none when null), which way a pickup goes and whether it hands
@@ -205,43 +151,12 @@ SELECT coalesce(definition, '(none)') AS pick_index, w.path, w.same_jobs
                     '((-(priority::bigint)), id)']) WITH ORDINALITY AS d(definition, n),
        LATERAL with_pick_index(definition, :'before') AS w
  ORDER BY n;
-                                     pick_index                                      |  path  | same_jobs 
--------------------------------------------------------------------------------------+--------+-----------
- (none)                                                                              | sql    | t
- ((-(priority::bigint)) DESC, id) WHERE status = 'READY' AND NOT delayed             | sql    | t
- ((priority::bigint), id) WHERE status = 'READY' AND NOT delayed                     | sql    | t
- ((-(priority::bigint)), id) WHERE status = 'READY' AND NOT delayed AND priority > 0 | sql    | t
- ((-(priority::bigint)), id) WHERE NOT delayed                                       | direct | t
- ((-(priority::bigint)), id) WHERE NOT delayed AND status = 'READY'                  | direct | t
- ((-(priority::bigint)), id) WHERE status = 'READY'                                  | direct | t
- ((-(priority::bigint)), id)                                                         | direct | t
-(8 rows)
-
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS restored;
- restored 
-----------
- direct
-(1 row)
 
 -- 5. A second pickup of the same transaction writes the first one's claims
 -- before it looks, and so passes over those jobs.
 BEGIN;
 SELECT count(*) AS first FROM pqrun.pickup('twice', batch_size => 4);
- first 
--------
-     4
-(1 row)
-
 SELECT count(*) AS second FROM pqrun.pickup('twice', batch_size => 4);
- second 
---------
-      4
-(1 row)
-
 SELECT count(*) AS running, count(DISTINCT id) AS distinct_jobs FROM pqrun.jobs WHERE locked_by = 'twice';
- running | distinct_jobs 
----------+---------------
-       8 |             8
-(1 row)
-
 COMMIT;

@@ -1,4 +1,4 @@
--- direct_enqueue: a job without dedupe key, dependencies or FIFO group is
+-- enqueue_same_row: a job without dedupe key, dependencies or FIFO group is
 -- inserted below the executor (src/direct_enqueue.hpp), unless job_live or
 -- the transaction needs the SQL path. Either way the row, its index entries
 -- and what an operator's changes to job_live demand must be the same.
@@ -6,6 +6,7 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS pqrun CASCADE;
 CREATE EXTENSION pqrun;
 RESET client_min_messages;
+
 -- path_of runs `statement` after a pickup whose claim is deferred and
 -- answers which path inserted: any SQL statement on job_live writes the
 -- deferred claim first (src/deferred_claims.hpp), a direct insert runs none.
@@ -21,6 +22,7 @@ BEGIN
   EXECUTE statement;
   RETURN CASE WHEN live_updates() = before THEN 'direct' ELSE 'sql' END;
 END $$;
+
 -- 1. Which jobs go which way: only READ COMMITTED inserts directly
 -- (direct_rows::OpenTables).
 SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS plain,
@@ -31,27 +33,13 @@ SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS plain,
        path_of($$SELECT pqrun.enqueue_batch('[{"job_type": "b"}, {"job_type": "b"}]')$$) AS batch,
        path_of($$SELECT pqrun.enqueue_batch('[{"job_type": "b"}, {"job_type": "b", "dedupe_key": "k2"}]')$$)
          AS keyed_batch;
- plain  | delayed | keyed | grouped | dependent | batch  | keyed_batch 
---------+---------+-------+---------+-----------+--------+-------------
- direct | direct  | sql   | sql     | sql       | direct | sql
-(1 row)
-
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS serializable;
- serializable 
---------------
- sql
-(1 row)
-
 COMMIT;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS repeatable_read;
- repeatable_read 
------------------
- sql
-(1 row)
-
 COMMIT;
+
 -- 2. A direct insert writes the row the SQL path writes: the same jobs,
 -- single and batched, ready and delayed, once each way (SERIALIZABLE takes
 -- the SQL path), compared column by column but for the id and the times
@@ -66,108 +54,37 @@ CREATE FUNCTION enqueue_all(way text) RETURNS void LANGUAGE sql AS $$
     "run_after": "2100-01-01 00:00+00", "queue": "qq"}]') AS b;
 $$;
 SELECT enqueue_all('direct');
- enqueue_all 
--------------
- 
-(1 row)
-
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT enqueue_all('sql');
- enqueue_all 
--------------
- 
-(1 row)
-
 COMMIT;
 SELECT count(*) AS jobs,
        count(DISTINCT to_jsonb(l) - '{id,created_at,updated_at,run_after}'::text[] || jsonb_build_object('delayed_to',
          CASE WHEN l.delayed THEN l.run_after END)) AS distinct_rows,
        count(*) FILTER (WHERE l.created_at = l.updated_at AND (l.delayed OR l.run_after = l.created_at)) AS stamped
   FROM pqrun.job_live l JOIN ways w USING (id);
- jobs | distinct_rows | stamped 
-------+---------------+---------
-    8 |             2 |       8
-(1 row)
-
 SELECT w.way, l.status, l.delayed, l.priority, l.max_attempts, l.timeout_seconds, l.queue, l.payload
   FROM pqrun.job_live l JOIN ways w USING (id) ORDER BY l.id;
-  way   | status | delayed | priority | max_attempts | timeout_seconds | queue | payload  
---------+--------+---------+----------+--------------+-----------------+-------+----------
- direct | READY  | f       |        7 |            3 |               9 | qq    | {"n": 1}
- direct | READY  | t       |        0 |            5 |                 | qq    | {"n": 1}
- direct | READY  | f       |        7 |            3 |               9 | qq    | {"n": 1}
- direct | READY  | t       |        0 |            5 |                 | qq    | {"n": 1}
- sql    | READY  | f       |        7 |            3 |               9 | qq    | {"n": 1}
- sql    | READY  | t       |        0 |            5 |                 | qq    | {"n": 1}
- sql    | READY  | f       |        7 |            3 |               9 | qq    | {"n": 1}
- sql    | READY  | t       |        0 |            5 |                 | qq    | {"n": 1}
-(8 rows)
-
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS amcheck;
 RESET client_min_messages;
 SELECT c.relname, bt_index_check(c.oid, true) AS checked
   FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
  WHERE i.indrelid = 'pqrun.job_live'::regclass ORDER BY c.relname;
-     relname      | checked 
-------------------+---------
- job_live_blocked | 
- job_live_dedupe  | 
- job_live_delayed | 
- job_live_fifo    | 
- job_live_pick    | 
- job_live_pkey    | 
- job_live_running | 
-(7 rows)
-
 SELECT count(*) AS heap_problems FROM verify_heapam('pqrun.job_live');
- heap_problems 
----------------
-             0
-(1 row)
-
 DROP EXTENSION amcheck;
 -- The directly inserted jobs are picked up in priority order.
 SELECT job_type, priority FROM pqrun.pickup('w', job_types => '{cmp}', batch_size => 10);
- job_type | priority 
-----------+----------
- cmp      |        7
- cmp      |        7
- cmp      |        7
- cmp      |        7
-(4 rows)
 
 -- 3. A column an operator adds gets its default, whatever it is: any
 -- column pqrun did not create sends the insert through SQL.
 ALTER TABLE pqrun.job_live ADD COLUMN tenant text NOT NULL DEFAULT 'acme';
 SELECT path_of($$SELECT pqrun.enqueue('tenant1')$$) AS constant_default;
- constant_default 
-------------------
- sql
-(1 row)
-
 ALTER TABLE pqrun.job_live ALTER COLUMN tenant SET DEFAULT 'globex';
 SELECT path_of($$SELECT pqrun.enqueue('tenant2')$$) AS changed_default;
- changed_default 
------------------
- sql
-(1 row)
-
 CREATE FUNCTION public.current_tenant() RETURNS text LANGUAGE sql AS $$ SELECT 'initech' $$;
 ALTER TABLE pqrun.job_live ALTER COLUMN tenant SET DEFAULT public.current_tenant();
 SELECT path_of($$SELECT pqrun.enqueue('tenant3')$$) AS function_default;
- function_default 
-------------------
- sql
-(1 row)
-
 SELECT job_type, tenant FROM pqrun.job_live WHERE job_type LIKE 'tenant_' ORDER BY id;
- job_type | tenant  
-----------+---------
- tenant1  | acme
- tenant2  | globex
- tenant3  | initech
-(3 rows)
 
 -- 4. Without a default that NOT NULL column fails the enqueue, each way with
 -- the same error, and nothing is written; so does an operator's CHECK
@@ -176,75 +93,36 @@ ALTER TABLE pqrun.job_live ALTER COLUMN tenant DROP DEFAULT;
 SELECT count(*) AS jobs_before FROM pqrun.job_live \gset
 \set VERBOSITY terse
 SELECT pqrun.enqueue('tenantless');
-ERROR:  null value in column "tenant" of relation "job_live" violates not-null constraint
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT pqrun.enqueue('tenantless');
-ERROR:  null value in column "tenant" of relation "job_live" violates not-null constraint
 ROLLBACK;
 ALTER TABLE pqrun.job_live DROP COLUMN tenant;
 ALTER TABLE pqrun.job_live ADD CONSTRAINT no_evil CHECK (job_type <> 'evil');
 SELECT pqrun.enqueue('evil');
-ERROR:  new row for relation "job_live" violates check constraint "no_evil"
 SELECT * FROM pqrun.enqueue_batch('[{"job_type": "fine"}, {"job_type": "evil"}]');
-ERROR:  new row for relation "job_live" violates check constraint "no_evil"
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT pqrun.enqueue('evil');
-ERROR:  new row for relation "job_live" violates check constraint "no_evil"
 ROLLBACK;
 \set VERBOSITY default
 SELECT count(*) - :jobs_before AS written FROM pqrun.job_live;
- written 
----------
-       0
-(1 row)
-
 ALTER TABLE pqrun.job_live DROP CONSTRAINT no_evil;
 SELECT path_of($$SELECT pqrun.enqueue('plain')$$) AS after_drop;
- after_drop 
-------------
- direct
-(1 row)
-
 -- A default coerced to a domain is never kept (the domain's constraints can
 -- change without job_live's invalidation): such a column sends the insert
 -- through SQL too.
 CREATE DOMAIN public.job_weight AS int CHECK (VALUE > 0);
 ALTER TABLE pqrun.job_live ADD COLUMN weight public.job_weight DEFAULT 3;
 SELECT path_of($$SELECT pqrun.enqueue('weighed')$$) AS domain_default;
- domain_default 
-----------------
- sql
-(1 row)
-
 SELECT job_type, weight FROM pqrun.job_live WHERE job_type = 'weighed';
- job_type | weight 
-----------+--------
- weighed  |      3
-(1 row)
-
 ALTER TABLE pqrun.job_live DROP COLUMN weight;
 DROP DOMAIN public.job_weight;
+
 -- 5. An operator's trigger on job_live sees every new job (inserted in SQL).
 CREATE FUNCTION stamp_payload() RETURNS trigger LANGUAGE plpgsql AS
   $$ BEGIN NEW.payload := NEW.payload || '{"stamped": true}'; RETURN NEW; END $$;
 CREATE TRIGGER stamp_payload BEFORE INSERT ON pqrun.job_live FOR EACH ROW EXECUTE FUNCTION stamp_payload();
 SELECT path_of($$SELECT pqrun.enqueue('stamped')$$) AS with_trigger;
- with_trigger 
---------------
- sql
-(1 row)
-
 SELECT payload FROM pqrun.job_live WHERE job_type = 'stamped';
-      payload      
--------------------
- {"stamped": true}
-(1 row)
-
 DROP TRIGGER stamp_payload ON pqrun.job_live;
 SELECT path_of($$SELECT pqrun.enqueue('unstamped')$$) AS trigger_dropped;
- trigger_dropped 
------------------
- direct
-(1 row)
-
 DROP FUNCTION stamp_payload(), path_of(text), live_updates(), enqueue_all(text), public.current_tenant();
