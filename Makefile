@@ -9,7 +9,7 @@ EXTENSION  = pqrun
 EXTVERSION = $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" pqrun.control)
 
 MODULE_big = pqrun
-OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp))
+OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp src/*/*.cpp))
 
 DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*.sql))
 DATA_built = sql/pqrun--$(EXTVERSION).sql
@@ -40,7 +40,7 @@ include $(PGXS)
 
 # PGXS tracks no header dependencies: rebuild everything when a header
 # changes, so no object is ever compiled against an older struct layout.
-$(OBJS): $(wildcard src/*.hpp)
+$(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
 # The version goes only into pqrun.o so other objects do not rebuild on a bump.
 src/pqrun.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\"
@@ -67,7 +67,7 @@ unit:
 	$(MAKE) -C test/unit
 
 format:
-	clang-format -i src/*.cpp src/*.hpp
+	clang-format -i src/*.cpp src/*.hpp src/*/*.cpp src/*/*.hpp
 
 lint:
-	clang-tidy src/*.cpp -- -std=c++17 -Isrc -isystem $(includedir_server)
+	clang-tidy src/*.cpp src/*/*.cpp -- -std=c++17 -Isrc -isystem $(includedir_server)

@@ -1,5 +1,5 @@
 -- claim_visibility: batch pickups lock their jobs and write the claims only when
--- something could look at them (src/deferred_claims.hpp). Whatever the
+-- something could look at them (src/xact/deferred_claims.hpp). Whatever the
 -- route, every job must look exactly as if the claim had been written at
 -- once; mark_done_batch with nothing in between that read the queue skips
 -- the write.
@@ -243,7 +243,7 @@ SELECT live_updates() - :before AS claim_writes;
 COMMIT;
 SELECT status, count(*) FROM pqrun.jobs WHERE locked_by = 'w20' GROUP BY status;
 
--- 16. A claim written below the executor (src/direct_claim.hpp) is the row
+-- 16. A claim written below the executor (src/jobs/claim_direct.hpp) is the row
 -- the SQL path writes: one job claimed each way in one transaction, then
 -- every column but the id, the lease and the payload compared; amcheck
 -- finds every row version in the indexes it belongs to.

@@ -1,5 +1,5 @@
 -- enqueue_same_row: a job without dedupe key, dependencies or FIFO group is
--- inserted below the executor (src/direct_enqueue.hpp), unless job_live or
+-- inserted below the executor (src/jobs/enqueue_direct.hpp), unless job_live or
 -- the transaction needs the SQL path. Either way the row, its index entries
 -- and what an operator's changes to job_live demand must be the same.
 SET client_min_messages = warning;
@@ -9,7 +9,7 @@ RESET client_min_messages;
 
 -- path_of runs `statement` after a pickup whose claim is deferred and
 -- answers which path inserted: any SQL statement on job_live writes the
--- deferred claim first (src/deferred_claims.hpp), a direct insert runs none.
+-- deferred claim first (src/xact/deferred_claims.hpp), a direct insert runs none.
 CREATE FUNCTION live_updates() RETURNS bigint LANGUAGE sql AS
   $$ SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = 'pqrun.job_live'::regclass $$;
 CREATE FUNCTION path_of(statement text) RETURNS text LANGUAGE plpgsql AS $$

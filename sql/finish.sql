@@ -1,5 +1,5 @@
 -- finish: a running job in no FIFO group ends below the executor
--- (src/direct_finish.hpp) under READ COMMITTED, through SQL under
+-- (src/jobs/finish_direct.hpp) under READ COMMITTED, through SQL under
 -- REPEATABLE READ and SERIALIZABLE or when the tables need the executor.
 -- Either way the history row, the statistics and the follow-ups must be
 -- the same.

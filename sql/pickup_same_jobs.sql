@@ -1,5 +1,5 @@
 -- pickup_same_jobs: a pickup whose claims are deferred locks its jobs below the
--- executor (src/direct_pick.hpp) unless job_live, job_live_pick or the
+-- executor (src/jobs/pick_direct.hpp) unless job_live, job_live_pick or the
 -- transaction needs the SQL statement. Either way it must hand out the same
 -- jobs, in the same order, as the same rows.
 SET client_min_messages = warning;
@@ -98,7 +98,7 @@ SELECT (j->>'status', j->>'attempts' = (SELECT attempts + 1 FROM pqrun.jobs WHER
 
 -- 3. Pickups of 7 in transactions of their own hand out every job once, in
 -- pickup order across the priorities: each starts at the pickup hint
--- (src/wake.cpp) its predecessors raised, a row comparison on
+-- (src/xact/wake.cpp) its predecessors raised, a row comparison on
 -- (-priority, id).
 CREATE TEMP TABLE seq (n serial, id bigint);
 DO $$

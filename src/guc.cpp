@@ -6,7 +6,7 @@
  */
 #include "guc.hpp"
 
-#include "pg.hpp"
+#include "pg/pg.hpp"
 
 bool pqrun_enabled = true;
 int pqrun_reap_interval = 1000;

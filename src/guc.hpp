@@ -1,7 +1,7 @@
 /* src/guc.hpp — pqrun's settings (pqrun.*), defined in guc.cpp. */
 #pragma once
 
-#include "backoff.hpp"
+#include "pure/backoff.hpp"
 
 extern "C" {
 extern bool pqrun_enabled;

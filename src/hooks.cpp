@@ -39,16 +39,16 @@
  * Each hook enters the modules through GuardedEntry (boundary.hpp); the
  * next hook in the chain, and PostgreSQL's own function, run outside it.
  */
-#include "boundary.hpp"
-#include "deferred_claims.hpp"
-#include "direct_rows.hpp"
-#include "expr_cache.hpp"
+#include "pg/boundary.hpp"
+#include "xact/deferred_claims.hpp"
+#include "jobs/direct_rows.hpp"
+#include "jobs/expr_cache.hpp"
 #include "hooks.hpp"
-#include "pickup_commit.hpp"
-#include "shmem.hpp"
-#include "stats.hpp"
-#include "utility.hpp"
-#include "wake.hpp"
+#include "xact/pickup_commit.hpp"
+#include "shmem/shmem.hpp"
+#include "shmem/stats.hpp"
+#include "xact/utility.hpp"
+#include "xact/wake.hpp"
 
 namespace {
 

@@ -4,8 +4,8 @@
  * shared_preload_libraries, requests shared memory and registers the
  * background launcher. Loaded any other way, the SQL API still works.
  */
-#include "bgw.hpp"
-#include "boundary.hpp"
+#include "bgw/bgw.hpp"
+#include "pg/boundary.hpp"
 #include "guc.hpp"
 #include "hooks.hpp"
 

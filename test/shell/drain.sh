@@ -15,7 +15,7 @@
 # Phase 3: the same drain with batch pickups of 50 and one mark_done_batch
 # (fenced by the leases) per batch, in separate transactions.
 # Phase 4: the same batch drain with pickup and mark_done_batch in one
-# statement, where the claims are never written (src/deferred_claims.hpp):
+# statement, where the claims are never written (src/xact/deferred_claims.hpp):
 # job_live sees one DELETE per job and no UPDATE, against one UPDATE per job
 # (the claim, written at commit) in phase 3.
 # Phase 5: batches of 5 through every path a deferred claim can take
@@ -235,7 +235,7 @@ check_drained mix "$mix_jobs"
 echo "== phase 6: $((clients / 2)) producers enqueue while $((clients / 2)) consumers pick up 1-3 jobs with wait"
 # Consumers outpace producers, so their pickups wait on an empty queue and
 # claim what a producer's commit wakes them for; each claims in a
-# subtransaction of its own and defers the claims (src/pickup.cpp). A job
+# subtransaction of its own and defers the claims (src/jobs/pick.cpp). A job
 # handed out twice would make a fenced mark_done_batch raise 55000.
 per_producer=600
 cat >"$tmp/wait.sql" <<'EOF'

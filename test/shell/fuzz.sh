@@ -71,14 +71,14 @@
 #   BEGIN; SAVEPOINT a; SELECT pqrun.enqueue('x', queue => 'q'); ROLLBACK TO a; COMMIT;
 #   SELECT * FROM pqrun.queue_stats;
 #     -- ('q', 'x') shows enqueued_last_5min 1: work rolled back in a
-#     -- subtransaction counts (src/stats.cpp registers no subtransaction
+#     -- subtransaction counts (src/shmem/stats.cpp registers no subtransaction
 #     -- callback); phase A's queue_stats check
 #   SELECT pqrun.enqueue('x', run_after => '-infinity'); SELECT * FROM pqrun.queue_stats;
 #     -- 22008 cannot subtract infinite timestamps (oldest_ready_age); metrics() too
 #   SELECT pqrun.enqueue_batch('[{"job_type": "x", "priority": 2147483648}]');   -- 22003
 #   SELECT pqrun.enqueue_batch('[{"job_type": "x", "run_after": "not a date"}]'); -- 22007
 #   SELECT pqrun.enqueue_batch('[{"job_type": "x", "run_after": "294277-01-01"}]'); -- 22008
-#     -- README: 22023 naming the element (src/batch_input.cpp calls
+#     -- README: 22023 naming the element (src/api/batch_input.cpp calls
 #     -- numeric_int4 / timestamptz_in directly)
 #   SELECT pqrun.enqueue('x', dedupe_key => (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 320) g));
 #     -- 54000 index row requires 10256 bytes, maximum size is 8191; the same
@@ -94,7 +94,7 @@
 #     -- XX000 invalid memory alloc request size 18446744056529682432
 #     -- (batch_size => 1000000000: XX000 ... 8000000008)
 #   SELECT id FROM pqrun.pickup('w', wait => '170000000 years');  -- with a job READY
-#     -- 22023 wait must not be negative (IntervalMs in src/sql_api.cpp
+#     -- 22023 wait must not be negative (IntervalMs in src/api/sql_api.cpp
 #     -- overflowed int64; also retry_after, older_than, default_stale_after
 #     -- and CALL await_jobs(wait => ...)); '-170000000 years' was accepted
 #     -- as a wait or gave 22008 (purge, reap_stale, mark_error), and

@@ -2,8 +2,8 @@
 # test/shell/pgaudit.sh — with pgaudit loaded (Debian: postgresql-NN-pgaudit)
 # every row pqrun's API reads for update or writes is in the audit log.
 #
-# pqrun's direct paths (direct_enqueue, direct_pick, direct_claim,
-# direct_finish) lock and write rows below the executor, where no executor
+# pqrun's direct paths (enqueue_direct, pick_direct, claim_direct,
+# finish_direct) lock and write rows below the executor, where no executor
 # hook sees them. A module that checks every statement's tables
 # (ExecutorCheckPerms_hook: pgaudit, sepgsql) sends them all through their
 # SQL statements instead (direct_rows::OpenTables).

@@ -1,5 +1,5 @@
 /* test/unit/backoff_test.cpp — the pqrun.backoff schedule parser. */
-#include "backoff.hpp"
+#include "pure/backoff.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -8,7 +8,7 @@
  * module's own date arithmetic is never used to check itself. Prints one
  * summary line and exits non-zero on any failure.
  */
-#include "cron.hpp"
+#include "pure/cron.hpp"
 
 #include <cinttypes>
 #include <cstdint>

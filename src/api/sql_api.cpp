@@ -1,0 +1,345 @@
+/* src/api/sql_api.cpp — every SQL-callable function of pqrun.
+ *
+ * Each entry point unpacks its arguments, validates what the SQL signature
+ * cannot (SQLSTATE 22023 for bad values), runs the queue logic inside one
+ * SPI connection and packs the result. Nothing else lives here.
+ */
+#include "pure/backoff.hpp"
+#include "pg/boundary.hpp"
+#include "jobs/lease_token.hpp"
+#include "bgw/maintenance.hpp"
+#include "pg/spi_plans.hpp"
+#include "jobs/queue.hpp"
+#include "shmem/shmem.hpp"
+#include "shmem/stats.hpp"
+#include "xact/wake.hpp"
+
+namespace {
+
+using namespace pqrun;
+
+/* RequireArg rejects a NULL for an argument that has no meaning as NULL. */
+void
+RequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		RaiseInvalid(psprintf("%s must not be null", name));
+}
+
+int64
+JobIdArg(FunctionCallInfo fcinfo)
+{
+	RequireArg(fcinfo, 0, "job_id");
+	return PG_GETARG_INT64(0);
+}
+
+/* OptionalTextArray answers a text[] argument, NULL for SQL NULL, and
+ * rejects empty arrays and NULL elements. */
+ArrayType *
+OptionalTextArray(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		return nullptr;
+	ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) == 0)
+		RaiseInvalid(psprintf("%s must not be empty (use NULL for any)", name));
+	if (array_contains_nulls(array))
+		RaiseInvalid(psprintf("%s must not contain nulls", name));
+	return array;
+}
+
+/* IntervalUs answers `interval` in microseconds, a month counted as 30
+ * days, saturated at the int64 range (so huge and infinite intervals keep
+ * their sign). */
+int64
+IntervalUs(const Interval *interval)
+{
+	__int128 us = static_cast<__int128>(interval->time) +
+	              (static_cast<__int128>(interval->day) + static_cast<__int128>(interval->month) * 30) * USECS_PER_DAY;
+	return us > INT64_MAX ? INT64_MAX : us < INT64_MIN ? INT64_MIN : static_cast<int64>(us);
+}
+
+bool
+IsNegative(const Interval *interval)
+{
+	return IntervalUs(interval) < 0;
+}
+
+/* A wait longer than a century is as good as one of a century. */
+int64
+WaitMs(const Interval *wait)
+{
+	return Min(IntervalUs(wait), backoff::kMaxDelayUs) / 1000;
+}
+
+/* Longer than anything that finished or went stale since timestamps began:
+ * "older than" it matches nothing, as any longer age would, and now() minus
+ * it stays a valid timestamp. */
+constexpr int64 kAgesUs = 5000LL * 365 * USECS_PER_DAY;
+
+/* AgeArg answers an "older than" interval argument, bounded by kAgesUs. */
+const Interval *
+AgeArg(const Interval *age)
+{
+	if (IntervalUs(age) <= kAgesUs)
+		return age;
+	auto *bounded = static_cast<Interval *>(palloc0(sizeof(Interval)));
+	bounded->time = kAgesUs;
+	return bounded;
+}
+
+/* BeginSetResult prepares a materialized set result: one column of
+ * scalar_type, or the function's declared row type for InvalidOid. */
+ReturnSetInfo *
+BeginSetResult(FunctionCallInfo fcinfo, Oid scalar_type)
+{
+	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("set-valued function called in context that cannot accept a set")));
+	MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	TupleDesc desc;
+	if (scalar_type == InvalidOid) {
+		if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "pqrun: return type must be a row type");
+		desc = CreateTupleDescCopy(desc);
+	} else {
+		desc = CreateTemplateTupleDesc(1);
+		TupleDescInitEntry(desc, 1, "id", scalar_type, -1, 0);
+	}
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+	rsinfo->setDesc = desc;
+	MemoryContextSwitchTo(old);
+	return rsinfo;
+}
+
+using spi::Connect;
+using spi::Finish;
+
+} // namespace
+
+PQRUN_FUNCTION(pqrun_enqueue)
+{
+	queue::EnqueueArgs args;
+	for (int i = 0; i < queue::kEnqueueArgCount; i++) {
+		args.isnull[i] = PG_ARGISNULL(i);
+		args.value[i] = args.isnull[i] ? Datum(0) : PG_GETARG_DATUM(i);
+	}
+	Connect();
+	int64 id = queue::Enqueue(args, 0);
+	Finish();
+	PG_RETURN_INT64(id);
+}
+
+PQRUN_FUNCTION(pqrun_enqueue_batch)
+{
+	if (PG_ARGISNULL(0))
+		RaiseInvalid("jobs must be a JSON array of objects, not null");
+	Jsonb *jobs = PG_GETARG_JSONB_P(0);
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, INT8OID);
+	Connect();
+	queue::EnqueueBatch(jobs, rsinfo->setResult, rsinfo->setDesc);
+	Finish();
+	return Datum(0);
+}
+
+PQRUN_FUNCTION(pqrun_pickup)
+{
+	RequireArg(fcinfo, 0, "worker_id");
+	RequireArg(fcinfo, 3, "batch_size");
+	RequireArg(fcinfo, 4, "wait");
+	ArrayType *job_types = OptionalTextArray(fcinfo, 1, "job_types");
+	ArrayType *queues = OptionalTextArray(fcinfo, 2, "queues");
+	int32 batch_size = PG_GETARG_INT32(3);
+	if (batch_size < 1)
+		RaiseInvalid(psprintf("batch_size must be at least 1, not %d", batch_size));
+	const Interval *wait = PG_GETARG_INTERVAL_P(4);
+	if (IsNegative(wait))
+		RaiseInvalid("wait must not be negative");
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	Connect();
+	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, WaitMs(wait), rsinfo->setResult,
+	              rsinfo->setDesc);
+	Finish();
+	return Datum(0);
+}
+
+PQRUN_FUNCTION(pqrun_mark_done)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	queue::MarkDone(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), PG_ARGISNULL(1),
+	                PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2));
+	Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_mark_done_batch)
+{
+	RequireArg(fcinfo, 0, "job_ids");
+	ArrayType *job_ids = PG_GETARG_ARRAYTYPE_P(0);
+	ArrayType *lease_tokens = PG_ARGISNULL(1) ? nullptr : PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(job_ids) > 1 || (lease_tokens && ARR_NDIM(lease_tokens) > 1))
+		RaiseInvalid("job_ids and lease_tokens must be one-dimensional arrays");
+	Connect();
+	int32 count = queue::MarkDoneBatch(job_ids, lease_tokens);
+	Finish();
+	PG_RETURN_INT32(count);
+}
+
+PQRUN_FUNCTION(pqrun_mark_error)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	RequireArg(fcinfo, 2, "terminal");
+	const char *error = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	const Interval *retry_after = PG_ARGISNULL(4) ? nullptr : PG_GETARG_INTERVAL_P(4);
+	if (retry_after && IsNegative(retry_after))
+		RaiseInvalid("retry_after must not be negative");
+	if (retry_after && IntervalUs(retry_after) > backoff::kMaxDelayUs)
+		RaiseInvalid("retry_after must be at most 100 years");
+	Connect();
+	const char *status =
+	    queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
+	                     !PG_ARGISNULL(3), retry_after);
+	Finish();
+	Oid status_type = get_fn_expr_rettype(fcinfo->flinfo);
+	return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
+}
+
+PQRUN_FUNCTION(pqrun_heartbeat)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	queue::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1));
+	Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_reap_stale)
+{
+	RequireArg(fcinfo, 0, "default_stale_after");
+	const Interval *stale_after = PG_GETARG_INTERVAL_P(0);
+	if (IsNegative(stale_after))
+		RaiseInvalid("default_stale_after must not be negative");
+	stale_after = AgeArg(stale_after);
+	Connect();
+	int32 reaped = queue::ReapStale(stale_after);
+	Finish();
+	PG_RETURN_INT32(reaped);
+}
+
+PQRUN_FUNCTION(pqrun_cancel)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	const char *reason = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Connect();
+	bool cancelled = queue::Cancel(job_id, reason);
+	Finish();
+	PG_RETURN_BOOL(cancelled);
+}
+
+PQRUN_FUNCTION(pqrun_retry)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	bool retried = queue::Retry(job_id);
+	Finish();
+	PG_RETURN_BOOL(retried);
+}
+
+PQRUN_FUNCTION(pqrun_purge)
+{
+	RequireArg(fcinfo, 0, "older_than");
+	RequireArg(fcinfo, 1, "statuses");
+	const Interval *older_than = PG_GETARG_INTERVAL_P(0);
+	if (IsNegative(older_than))
+		RaiseInvalid("older_than must not be negative");
+	older_than = AgeArg(older_than);
+	Oid output_function;
+	bool is_varlena;
+	getTypeOutputInfo(get_fn_expr_argtype(fcinfo->flinfo, 1), &output_function, &is_varlena);
+	const char *statuses = OidOutputFunctionCall(output_function, PG_GETARG_DATUM(1));
+	Connect();
+	int64 purged = queue::Purge(older_than, statuses);
+	Finish();
+	PG_RETURN_INT64(purged);
+}
+
+PQRUN_FUNCTION(pqrun_run_maintenance)
+{
+	Connect();
+	maintenance::Counts counts = maintenance::Run();
+	Finish();
+	const char *json =
+	    psprintf("{\"reaped\": %d, \"orphaned\": %lld, \"scheduled\": %lld, \"unblocked\": %lld, \"promoted\": %lld, "
+	             "\"purged\": %lld}",
+	             counts.reaped, (long long)counts.orphaned, (long long)counts.scheduled, (long long)counts.unblocked,
+	             (long long)counts.promoted, (long long)counts.purged);
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+}
+
+/* pqrun._lease_token(): see lease_token.hpp. */
+PQRUN_FUNCTION(pqrun_lease_token)
+{
+	auto *uuid = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t)));
+	lease_token::New(uuid);
+	PG_RETURN_UUID_P(uuid);
+}
+
+/* pqrun._backend_started(): when this backend started. */
+PQRUN_FUNCTION(pqrun_backend_started)
+{
+	PG_RETURN_TIMESTAMPTZ(MyStartTimestamp);
+}
+
+/* Called by the install script: lets the launcher start this database's
+ * maintenance worker now rather than at its next scan. */
+PQRUN_FUNCTION(pqrun_register_database)
+{
+	shmem::RegisterDatabase(MyDatabaseId, 15000);
+	stats::ResetDatabase();
+	wake::ResetDatabase();
+	PG_RETURN_VOID();
+}
+
+/* CALL pqrun.await_jobs(...) waits, without holding a snapshot, until a job
+ * matching the filters is runnable or `wait` ends, and answers which. It
+ * commits before every sleep, so it must be CALLed outside an explicit
+ * transaction block; the caller then picks up with pqrun.pickup(). */
+PQRUN_FUNCTION(pqrun_await_jobs)
+{
+	auto *call_context = reinterpret_cast<CallContext *>(fcinfo->context);
+	if (call_context == nullptr || !IsA(call_context, CallContext) || call_context->atomic)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+		                errmsg("pqrun.await_jobs must be called with CALL outside a transaction block")));
+	RequireArg(fcinfo, 2, "wait");
+	ArrayType *job_types = OptionalTextArray(fcinfo, 0, "job_types");
+	ArrayType *queues = OptionalTextArray(fcinfo, 1, "queues");
+	const Interval *wait = PG_GETARG_INTERVAL_P(2);
+	if (IsNegative(wait))
+		RaiseInvalid("wait must not be negative");
+	TupleDesc desc;
+	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "pqrun: await_jobs must have an INOUT argument");
+	desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+	bool ready = queue::AwaitJobs(job_types, queues, WaitMs(wait));
+	Finish();
+	Datum value = BoolGetDatum(ready);
+	bool isnull = false;
+	return HeapTupleGetDatum(heap_form_tuple(desc, &value, &isnull));
+}
+
+/* Rows behind pqrun.queue_stats: stored finished jobs and the last five
+ * minutes' activity per (queue, job_type), from shared memory. */
+PQRUN_FUNCTION(pqrun_queue_counters)
+{
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	Connect();
+	stats::Report(rsinfo->setResult, rsinfo->setDesc);
+	Finish();
+	return Datum(0);
+}

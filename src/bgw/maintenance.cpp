@@ -1,0 +1,200 @@
+/* src/bgw/maintenance.cpp — one maintenance round: what the background worker
+ * runs every pqrun.reap_interval, and pqrun.run_maintenance() on demand.
+ *
+ * It reaps stale jobs, rescues those whose holder exited, fires due
+ * schedules, releases dependents a finish left behind, promotes delayed jobs
+ * that fell due, resets the pickup hint from the index and applies
+ * retention, in one transaction, with the job operations (src/jobs/) and
+ * the schedules (schedule.cpp); rows are locked in id order as everywhere.
+ */
+#include "bgw/maintenance.hpp"
+
+#include "guc.hpp"
+#include "jobs/queue.hpp"
+#include "jobs/queue_internal.hpp"
+#include "jobs/schedule.hpp"
+#include "pg/spi_plans.hpp"
+#include "pg/spi_rows.hpp"
+#include "xact/wake.hpp"
+
+namespace pqrun::maintenance {
+
+namespace stmts {
+
+/* The true first pickup key, for the maintenance round's hint backstop. */
+spi::Statement kPickHead{"pick head",
+                         "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed"
+                         " ORDER BY (-(priority::bigint)), id LIMIT 1",
+                         0,
+                         {}};
+
+/* Dependency edges whose dependency has already finished: the backstop for
+ * anything the synchronous unblocking in mark_done/mark_error missed. */
+spi::Statement kStrandedEdges{
+    "stranded edges",
+    "SELECT d.dep_id, f.status::text FROM pqrun.job_dep d JOIN pqrun.job_done f ON f.id = d.dep_id"
+    " GROUP BY d.dep_id, f.status ORDER BY d.dep_id LIMIT 1000",
+    0,
+    {}};
+
+spi::Statement kStrandedBlocked{"stranded blocked",
+                                "SELECT j.id FROM pqrun.job_live j WHERE j.status = 'BLOCKED'"
+                                "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
+                                "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
+                                "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
+                                " ORDER BY j.id LIMIT 1000",
+                                0,
+                                {}};
+
+spi::Statement kRunningHolders{"running holders",
+                               "SELECT id, holder_pid, fifo_key, " PQRUN_SELECT_HOLDER_STARTED " FROM pqrun.job_live"
+                               " WHERE status = 'RUNNING' AND holder_pid IS NOT NULL ORDER BY id",
+                               0,
+                               {}};
+
+spi::Statement kLockOrphan{"lock orphan",
+                           "SELECT attempts >= max_attempts FROM pqrun.job_live"
+                           " WHERE id = $1 AND status = 'RUNNING' AND holder_pid = $2" PQRUN_SAME_HOLDER_STARTED
+                           " FOR UPDATE SKIP LOCKED",
+                           3,
+                           {INT8OID, INT4OID, TIMESTAMPTZOID}};
+
+/* Jobs a restore (pg_dump keeps them) wrote with their own ids, before
+ * the dump's setval of the sequence: new ids must start above them. */
+spi::Statement kIdsAhead{"ids ahead",
+                         "SELECT pg_catalog.setval('pqrun.job_id_seq', ids.top)"
+                         "  FROM (SELECT GREATEST((SELECT pg_catalog.max(id) FROM pqrun.job_live),"
+                         "                        (SELECT pg_catalog.max(id) FROM pqrun.job_done)) AS top) AS ids,"
+                         "       pqrun.job_id_seq AS seq"
+                         " WHERE ids.top >= CASE WHEN seq.is_called THEN seq.last_value + 1 ELSE seq.last_value END",
+                         0,
+                         {}};
+
+spi::Statement kRetention{"retention",
+                          "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
+                          "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2))"
+                          "   RETURNING id, queue, job_type, status),"
+                          " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+                          " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
+                          2,
+                          {INTERVALOID, INT4OID}};
+
+} // namespace stmts
+
+using namespace spi;
+using namespace queue;
+
+namespace {
+
+constexpr int kRetentionBatch = 10000;
+
+/* HolderAlive answers whether the session that holds a running job, the
+ * backend with process id `pid` that started at `started` (NULL for claims
+ * made before 0.5.0), is still there. A live process id alone does not say
+ * so: ids are reused, and a server restarted after a crash (in a fresh
+ * container, after a reboot) or a restored dump often has a backend with the
+ * very id the holder had. The caller has read the job rows before this
+ * transaction's snapshot of the backend status table is taken (an older one
+ * could show an earlier process with the id and rescue a held job). */
+bool
+HolderAlive(int32 pid, Datum started, bool started_null)
+{
+	if (BackendPidGetProc(pid) == nullptr)
+		return false;
+	if (started_null)
+		return true;
+	int n = pgstat_fetch_stat_numbackends();
+	for (int i = 1; i <= n; i++) {
+		LocalPgBackendStatus *local = compat::LocalBackendStatus(i);
+		if (local != nullptr && local->backendStatus.st_procpid == pid)
+			return local->backendStatus.st_proc_start_timestamp == DatumGetTimestampTz(started);
+	}
+	return true; /* starting or exiting: the next round looks again */
+}
+
+/* RescueOrphans puts back running jobs whose holder (the backend that
+ * picked them up or last sent a heartbeat) has exited. */
+int64
+RescueOrphans()
+{
+	uint64 n = Exec(stmts::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
+	Datum *started = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	bool *started_null = static_cast<bool *>(palloc(sizeof(bool) * (n + 1)));
+	char **fifo_keys = static_cast<char **>(palloc(sizeof(char *) * (n + 1)));
+	uint64 orphans = 0;
+	/* Taken again at the first lookup, after the rows above. */
+	pgstat_clear_backend_activity_snapshot();
+	for (uint64 i = 0; i < n; i++) {
+		bool isnull;
+		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
+		bool no_start;
+		Datum start = Col(i, 4, &no_start);
+		if (HolderAlive(pid, start, no_start))
+			continue;
+		started[orphans] = start;
+		started_null[orphans] = no_start;
+		ids[orphans] = ColInt64(i, 1);
+		fifo_keys[orphans] = ColText(i, 3);
+		pids[orphans++] = pid;
+	}
+	int64 rescued = 0;
+	const char *error = "orphaned: the backend holding the job exited";
+	for (uint64 i = 0; i < orphans; i++) {
+		if (fifo_keys[i])
+			LockFifoGroup(fifo_keys[i]);
+		Datum values[3] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i]), started[i]};
+		char nulls[3] = {' ', ' ', started_null[i] ? 'n' : ' '};
+		if (Exec(stmts::kLockOrphan, values, nulls, SPI_OK_SELECT) == 0)
+			continue;
+		if (ColBool(0, 1))
+			FinishRunning(ids[i], Datum(0), false, "FAILED", "orphaned", error, Datum(0), true);
+		else
+			Requeue(ids[i], GetCurrentTransactionStartTimestamp(), error, "orphaned");
+		rescued++;
+	}
+	return rescued;
+}
+
+} // namespace
+
+Counts
+Run()
+{
+	Counts counts{};
+	/* Before anything here takes a new id (a schedule firing). */
+	Exec(stmts::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
+	Interval stale_after{};
+	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
+	counts.reaped = queue::ReapStale(&stale_after);
+	if (pqrun_orphan_rescue)
+		counts.orphaned = RescueOrphans();
+	counts.scheduled = schedule::FireDue();
+
+	/* Backstop for unblocking: edges whose dependency already finished, and
+	 * BLOCKED jobs with nothing left to wait for. */
+	IdList edges = CopyIds(Exec(stmts::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
+	for (uint64 i = 0; i < edges.count; i++)
+		AfterFinish(edges.ids[i], edges.labels[i], true, nullptr);
+	IdList stranded = CopyIds(Exec(stmts::kStrandedBlocked, nullptr, nullptr, SPI_OK_SELECT), false);
+	for (uint64 i = 0; i < stranded.count; i++)
+		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
+
+	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
+	/* Pickups skip promoting until then (wake.hpp). */
+	LearnNextDue(wake::NextDue());
+	/* Backstop for the pickup hint: whatever became READY without telling
+	 * (a manual UPDATE, say) is found within a round. */
+	if (Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
+		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
+	if (pqrun_retention > 0) {
+		Interval keep{};
+		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;
+		Datum values[2] = {PointerGetDatum(&keep), Int32GetDatum(kRetentionBatch)};
+		counts.purged = NoteRemoved(Exec(stmts::kRetention, values, nullptr, SPI_OK_SELECT));
+	}
+	return counts;
+}
+
+} // namespace pqrun::maintenance

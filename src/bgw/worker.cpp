@@ -1,0 +1,227 @@
+/* src/bgw/worker.cpp — the per-database maintenance worker.
+ *
+ * Started by the launcher with its slot index. Every pqrun.reap_interval it
+ * runs one maintenance round (maintenance::Run, the same code as
+ * pqrun.run_maintenance()) in its own transaction. It leaves cleanly when
+ * the extension is not (or no longer) installed, or when asked to step aside
+ * for DROP DATABASE and friends. An error in a round is logged, the
+ * transaction aborted, and the next round waits longer (up to a minute) so a
+ * persistent error neither spins nor floods the log.
+ */
+#include "bgw/bgw.hpp"
+#include "pg/boundary.hpp"
+#include "guc.hpp"
+#include "bgw/maintenance.hpp"
+#include "shmem/shmem.hpp"
+
+namespace pqrun::bgw {
+
+namespace {
+
+/* The wait event of the maintenance worker between rounds (compat::ExtensionWaitEvent). */
+uint32 maintenance_main_wait_event = 0;
+
+using shmem::DatabaseSlot;
+using shmem::SlotState;
+
+constexpr long kMaxErrorBackoffMs = 60000;
+constexpr long kGracePollMs = 100;
+
+DatabaseSlot *my_slot = nullptr;
+
+/* LeaveSlot marks this worker gone from its slot in `state`. Caller holds
+ * the slot lock. */
+void
+LeaveSlot(SlotState state)
+{
+	my_slot->state = state;
+	my_slot->pid = 0;
+	my_slot->latch = nullptr;
+}
+
+/* LeaveIfAbsent decides for a worker that found no pqrun: it leaves (slot
+ * kAbsent) once its grace has run out, unless a CREATE EXTENSION registered
+ * the database since it last looked, whose transaction gets the grace of the
+ * registration. Under the slot lock, so a registration cannot slip in
+ * between the decision and the slot's new state. */
+bool
+LeaveIfAbsent(uint32 *registrations_seen, TimestampTz *grace_until)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (my_slot->registrations != *registrations_seen) {
+		*registrations_seen = my_slot->registrations;
+		*grace_until = Max(*grace_until, my_slot->grace_until);
+	}
+	bool leave = GetCurrentTimestamp() >= *grace_until;
+	if (leave)
+		LeaveSlot(SlotState::kAbsent);
+	LWLockRelease(shared->lock);
+	return leave;
+}
+
+bool
+AskedToStepAside()
+{
+	shmem::SharedState *shared = shmem::Shared();
+	LWLockAcquire(shared->lock, LW_SHARED);
+	bool step_aside = my_slot->state == SlotState::kStepAside;
+	LWLockRelease(shared->lock);
+	return step_aside;
+}
+
+/* The database's and the role's settings (ALTER DATABASE/ROLE ... SET) and
+ * postgresql.conf apply to this worker as to any session. Those meant for
+ * application sessions must not stop maintenance: a read-only default fails
+ * every round, a statement, lock or idle timeout cuts rounds short, and
+ * SERIALIZABLE makes them fail against concurrent transactions. A
+ * search_path is worse: the worker runs as the bootstrap superuser, and the
+ * database's owner could put operators of its own in front of pg_catalog's.
+ * As autovacuum does, this process overrides them. */
+void
+OverrideSessionDefaults()
+{
+	static const char *const kSettings[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_isolation", "read committed"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+#if PQRUN_HAVE_TRANSACTION_TIMEOUT
+		{"transaction_timeout", "0"},
+#endif
+	};
+	for (const auto &setting : kSettings)
+		SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+enum class Round { kDone, kNoExtension };
+
+/* RunRound does one maintenance round in its own transaction. */
+Round
+RunRound()
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	Round result = Round::kDone;
+	if (!OidIsValid(get_extension_oid("pqrun", true))) {
+		result = Round::kNoExtension;
+	} else if (pqrun_enabled) {
+		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "pqrun: SPI_connect failed");
+		maintenance::Run();
+		SPI_finish();
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(true);
+	pgstat_report_activity(STATE_IDLE, nullptr);
+	return result;
+}
+
+void
+MaintenanceMain(Datum arg)
+{
+	int slot_index = DatumGetInt32(arg);
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr || slot_index < 0 || slot_index >= shmem::kMaxDatabases)
+		proc_exit(1);
+	my_slot = &shared->slots[slot_index];
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	Oid dboid = my_slot->dboid;
+	TimestampTz grace_until = my_slot->grace_until;
+	uint32 registrations_seen = my_slot->registrations;
+	bool wanted = my_slot->state == SlotState::kStarting;
+	if (wanted) {
+		my_slot->state = SlotState::kRunning;
+		my_slot->pid = MyProcPid;
+		my_slot->latch = MyLatch;
+	}
+	LWLockRelease(shared->lock);
+	if (!wanted) {
+		elog(DEBUG1, "pqrun maintenance: slot %d is not waiting for a worker", slot_index);
+		proc_exit(0);
+	}
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	OverrideSessionDefaults();
+	pgstat_report_appname("pqrun maintenance");
+
+	MemoryContext loop_context =
+	    AllocSetContextCreate(TopMemoryContext, "pqrun maintenance loop", ALLOCSET_DEFAULT_SIZES);
+	long error_backoff_ms = 0;
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (AskedToStepAside()) {
+			/* The slot keeps kStepAside; the launcher comes back later. */
+			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+			LeaveSlot(SlotState::kStepAside);
+			LWLockRelease(shared->lock);
+			proc_exit(0);
+		}
+
+		volatile Round round = Round::kDone;
+		volatile bool failed = false;
+		MemoryContextSwitchTo(loop_context);
+		PG_TRY();
+		{
+			round = RunRound();
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(loop_context);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			failed = true;
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loop_context);
+
+		/* Rounds fall on multiples of reap_interval (not reap_interval after
+		 * the last round ended), so they do not drift and a schedule due
+		 * every interval is never found with two slots due in one round. */
+		long naptime = pqrun_reap_interval - (GetCurrentTimestamp() / 1000) % pqrun_reap_interval;
+		if (round == Round::kDone && !failed)
+			grace_until = 0; /* seen installed: from now on, absent means dropped */
+		if (round == Round::kNoExtension) {
+			/* A just-registered database: CREATE EXTENSION may not have
+			 * committed yet. Otherwise there is nothing for us here. */
+			if (LeaveIfAbsent(&registrations_seen, &grace_until))
+				proc_exit(0);
+			naptime = kGracePollMs;
+		}
+		if (failed) {
+			error_backoff_ms = error_backoff_ms == 0 ? naptime : Min(error_backoff_ms * 2, kMaxErrorBackoffMs);
+			naptime = error_backoff_ms;
+		} else {
+			error_backoff_ms = 0;
+		}
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, naptime,
+		                compat::ExtensionWaitEvent(maintenance_main_wait_event, "PqrunMaintenanceMain"));
+		ResetLatch(MyLatch);
+	}
+}
+
+} // namespace
+
+} // namespace pqrun::bgw
+
+extern "C" PGDLLEXPORT void
+pqrun_maintenance_main(Datum arg)
+{
+	pqrun::GuardedEntry([arg]() { pqrun::bgw::MaintenanceMain(arg); });
+}

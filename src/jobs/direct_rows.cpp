@@ -1,0 +1,182 @@
+/* src/jobs/direct_rows.cpp — what writing pqrun's rows below the executor needs. */
+#include "jobs/direct_rows.hpp"
+
+#include "jobs/expr_cache.hpp"
+#include "jobs/job_row.hpp"
+
+namespace pqrun::direct_rows {
+
+namespace {
+
+bool preparing = false;
+
+/* The verdict on the tables themselves (Plain, HasColumnsOf) for the last
+ * pair asked about, kept until a relcache invalidation of either: every
+ * change it depends on (a column, its type, a trigger, a rule, row security,
+ * a publication) invalidates the table's relcache entry. */
+struct Verdict {
+	Oid live;
+	Oid done;
+	bool allowed;
+};
+Verdict verdict{InvalidOid, InvalidOid, false};
+uint64 invalidations = 0; /* a verdict reached across one is not kept */
+
+/* HasColumnsOf answers whether `rel` has exactly the columns of `table`
+ * in job_row.hpp (those an update added may be missing), each of its type
+ * with no type modifier. */
+bool
+HasColumnsOf(Relation rel, job_row::Table table, Oid job_status)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	int required = 0, found = 0;
+	for (int i = 0; i < job_row::kCount; i++)
+		required += job_row::In(i, table) && !job_row::In(i, job_row::kAdded) ? 1 : 0;
+	for (int a = 0; a < desc->natts; a++) {
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		if (att->attisdropped)
+			continue;
+		int i = job_row::Find(NameStr(att->attname));
+		if (i < 0 || !job_row::In(i, table))
+			return false;
+		Oid type = OidIsValid(job_row::kColumns[i].type) ? job_row::kColumns[i].type : job_status;
+		if (att->atttypid != type || att->atttypmod != -1 || att->attgenerated != '\0')
+			return false;
+		found += job_row::In(i, job_row::kAdded) ? 0 : 1;
+	}
+	return found == required;
+}
+
+/* Plain answers whether `rel` is a heap table with nothing only the
+ * executor honours: triggers (also foreign keys), rules, row security,
+ * generated columns, partitions, publications. The relcache's trigger and
+ * rule sets, not relhastriggers and relhasrules, which stay set after the
+ * last one is dropped. */
+bool
+Plain(Relation rel)
+{
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+	    rel->rd_rel->relispartition || rel->trigdesc != nullptr ||
+	    (rel->rd_rules != nullptr && rel->rd_rules->numLocks > 0) || rel->rd_rel->relrowsecurity ||
+	    rel->rd_rel->relforcerowsecurity || (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored))
+		return false;
+	PublicationDesc publications;
+	RelationBuildPublicationDesc(rel, &publications);
+	return !publications.pubactions.pubinsert && !publications.pubactions.pubupdate &&
+	       !publications.pubactions.pubdelete && !publications.pubactions.pubtruncate;
+}
+
+} // namespace
+
+void
+OnRelcacheInvalidation(Oid relid)
+{
+	invalidations++;
+	if (relid == InvalidOid || relid == verdict.live || relid == verdict.done)
+		verdict = Verdict{InvalidOid, InvalidOid, false};
+}
+
+void
+Tables::Close()
+{
+	if (done)
+		table_close(done, NoLock);
+	if (live)
+		table_close(live, NoLock);
+	done = live = nullptr;
+}
+
+bool
+OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
+{
+	*tables = Tables{};
+	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode() || preparing ||
+	    ExecutorCheckPerms_hook != nullptr || !OidIsValid(namespace_id))
+		return false;
+	Oid live_id = get_relname_relid("job_live", namespace_id);
+	Oid done_id = get_relname_relid("job_done", namespace_id);
+	if (!OidIsValid(live_id) || !OidIsValid(done_id))
+		return false;
+	/* The verdict is asked for after the locks: the invalidations committed
+	 * before are processed when they are taken. */
+	tables->live = table_open(live_id, lockmode);
+	if (with_done)
+		tables->done = table_open(done_id, lockmode);
+	bool allowed = verdict.live == live_id && verdict.done == done_id && verdict.allowed;
+	if (verdict.live != live_id || verdict.done != done_id) {
+		if (tables->done == nullptr)
+			tables->done = table_open(done_id, lockmode);
+		Oid job_status = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"),
+		                                 ObjectIdGetDatum(namespace_id));
+		uint64 seen = invalidations;
+		allowed = OidIsValid(job_status) && Plain(tables->live) && Plain(tables->done) &&
+		          HasColumnsOf(tables->live, job_row::kLive, job_status) &&
+		          HasColumnsOf(tables->done, job_row::kDone, job_status);
+		if (seen == invalidations)
+			verdict = Verdict{live_id, done_id, allowed};
+	}
+	if (!allowed) {
+		tables->Close();
+		return false;
+	}
+	if (!with_done && tables->done != nullptr) {
+		table_close(tables->done, NoLock);
+		tables->done = nullptr;
+	}
+	return true;
+}
+
+void
+PreparingTransaction(bool is_preparing)
+{
+	preparing = is_preparing;
+}
+
+AttrNumber
+FindAttNum(Relation rel, const char *name)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+			return att->attnum;
+	}
+	return InvalidAttrNumber;
+}
+
+AttrNumber
+RequireAttNum(Relation rel, const char *name)
+{
+	AttrNumber attnum = FindAttNum(rel, name);
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
+	return attnum;
+}
+
+Oid
+EnumLabel(Oid type_id, const char *label)
+{
+	Oid oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(type_id), CStringGetDatum(label));
+	if (!OidIsValid(oid))
+		elog(ERROR, "pqrun: job_status has no label %s", label);
+	return oid;
+}
+
+RowWriter::RowWriter(Relation rel)
+{
+	estate = CreateExecutorState();
+	info = makeNode(ResultRelInfo);
+	InitResultRelInfo(info, rel, 0, nullptr, 0);
+	ExecOpenIndices(info, false);
+	expr_cache::Fill(info);
+}
+
+void
+RowWriter::Close()
+{
+	ExecCloseIndices(info);
+	FreeExecutorState(estate);
+	CommandCounterIncrement();
+}
+
+} // namespace pqrun::direct_rows

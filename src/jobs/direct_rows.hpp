@@ -1,0 +1,73 @@
+/* src/jobs/direct_rows.hpp — what writing pqrun's rows below the executor needs.
+ *
+ * enqueue_direct.cpp, pick_direct.cpp, claim_direct.cpp and
+ * finish_direct.cpp lock and write job rows with the table access methods,
+ * as COPY and logical replication do. These are the checks and the
+ * executor state they share.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace pqrun::direct_rows {
+
+/* Tables are pqrun's two job tables, open for a write below the
+ * executor. */
+struct Tables {
+	Relation live = nullptr;
+	Relation done = nullptr;
+
+	void Close();
+};
+
+/* OpenTables is the one place that decides whether a job operation may run
+ * below the executor; every direct path (pick, claim, enqueue, finish) asks
+ * it first and takes the SQL path when it answers false, with nothing left
+ * open. It answers true, with job_live and job_done of schema
+ * `namespace_id` open with `lockmode`, only when the executor would
+ * enforce nothing the direct paths do not:
+ *  - the transaction is READ COMMITTED (REPEATABLE READ and SERIALIZABLE
+ *    need serialization failures and predicate locks), writable, not in
+ *    parallel mode and not being prepared;
+ *  - no loaded module checks every statement's tables
+ *    (ExecutorCheckPerms_hook: pgaudit's audit log, sepgsql);
+ *  - both tables are plain heap tables (no partitions, other access
+ *    methods, triggers, rules, row security or publications);
+ *  - both have exactly pqrun's columns, by name and type (so no column an
+ *    operator added, none whose type was changed or is a domain over it).
+ * CHECK and NOT NULL constraints, defaults and unique indexes the direct
+ * paths enforce themselves, as COPY does. The verdict on the tables is kept
+ * until a relcache invalidation of either; job_done is left closed unless
+ * `with_done` (a pick, a claim or an enqueue writes job_live only). */
+bool OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done);
+
+/* OnRelcacheInvalidation forgets the verdict on the job tables when either
+ * (or every relation: InvalidOid) is invalidated; the relcache callback,
+ * hooks.cpp. */
+void OnRelcacheInvalidation(Oid relid);
+
+/* PreparingTransaction marks the transaction as being prepared (its
+ * deferred claims are then written through SQL). */
+void PreparingTransaction(bool preparing);
+
+/* FindAttNum finds a column of `rel` by name (InvalidAttrNumber if there is
+ * none); RequireAttNum raises if it is missing. */
+AttrNumber FindAttNum(Relation rel, const char *name);
+AttrNumber RequireAttNum(Relation rel, const char *name);
+
+/* EnumLabel answers the oid of label `label` of enum type `type_id`. */
+Oid EnumLabel(Oid type_id, const char *label);
+
+/* RowWriter holds a table's indexes and constraints, as the executor checks
+ * and fills them. Close ends the write with a statement boundary
+ * (CommandCounterIncrement, as SPI makes after each statement), so that what
+ * follows sees the rows written. */
+struct RowWriter {
+	EState *estate;
+	ResultRelInfo *info;
+
+	explicit RowWriter(Relation rel);
+	void Close();
+};
+
+} // namespace pqrun::direct_rows

@@ -1,0 +1,150 @@
+/* src/jobs/enqueue_direct.cpp — plain jobs inserted below the executor. */
+#include "jobs/enqueue_direct.hpp"
+
+#include "jobs/direct_rows.hpp"
+#include "jobs/job_row.hpp"
+#include "jobs/expr_cache.hpp"
+
+namespace pqrun::enqueue_direct {
+
+namespace {
+
+using namespace direct_rows;
+using queue::EnqueueArgs;
+
+/* Where each column of job_row.hpp is in job_live (attribute number - 1;
+ * -1: not there), and which attributes an enqueue sets. */
+struct Layout {
+	int index[job_row::kCount];
+	bool *set;
+	Oid ready;
+};
+
+/* FindLayout finds the columns of job_live, which OpenTables found to be
+ * job_row.hpp's by name and type. */
+void
+FindLayout(Relation live, Layout *layout)
+{
+	TupleDesc desc = RelationGetDescr(live);
+	layout->set = static_cast<bool *>(palloc0(sizeof(bool) * desc->natts));
+	for (int c = 0; c < job_row::kCount; c++)
+		layout->index[c] = -1;
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int c = att->attisdropped ? -1 : job_row::Find(NameStr(att->attname));
+		if (c >= 0) {
+			layout->index[c] = i;
+			layout->set[i] = job_row::kColumns[c].enqueued;
+		}
+	}
+	layout->ready = EnumLabel(TupleDescAttr(desc, layout->index[job_row::kStatus])->atttypid, "READY");
+}
+
+/* Fill sets `values`/`nulls` to job `args`'s row, as the SQL path's INSERT
+ * makes it: the defaults of the columns it does not set first, then each
+ * column job_row.hpp says an enqueue sets. */
+void
+Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *econtext, const EnqueueArgs &args,
+     Datum *values, bool *nulls)
+{
+	for (int i = 0; i < natts; i++) {
+		values[i] = Datum(0);
+		nulls[i] = true;
+		if (defaults[i] != nullptr && !layout.set[i])
+			values[i] = ExecEvalExprSwitchContext(defaults[i], econtext, &nulls[i]);
+	}
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz run_after = queue::RunAfter(args);
+	for (int c = 0; c < job_row::kCount; c++) {
+		if (!job_row::kColumns[c].enqueued)
+			continue;
+		int i = layout.index[c];
+		auto arg = [&](queue::EnqueueArg a) {
+			values[i] = args.value[a];
+			nulls[i] = args.isnull[a];
+		};
+		nulls[i] = false;
+		switch (c) {
+		case job_row::kStatus:
+			values[i] = ObjectIdGetDatum(layout.ready);
+			break;
+		case job_row::kDelayed:
+			values[i] = BoolGetDatum(run_after > now);
+			break;
+		case job_row::kPriority:
+			arg(queue::kPriority);
+			break;
+		case job_row::kMaxAttempts:
+			arg(queue::kMaxAttempts);
+			break;
+		case job_row::kTimeoutSeconds:
+			arg(queue::kTimeoutSeconds);
+			break;
+		case job_row::kRunAfter:
+			values[i] = TimestampTzGetDatum(run_after);
+			break;
+		case job_row::kCreatedAt:
+		case job_row::kUpdatedAt:
+			values[i] = TimestampTzGetDatum(now);
+			break;
+		case job_row::kQueue:
+			arg(queue::kQueue);
+			break;
+		case job_row::kJobType:
+			arg(queue::kJobType);
+			break;
+		case job_row::kPayload:
+			arg(queue::kPayload);
+			break;
+		case job_row::kDedupeKey: /* jobs with these take the SQL path */
+		case job_row::kFifoKey:
+		case job_row::kDependsOn:
+			nulls[i] = true;
+			break;
+		default:
+			elog(ERROR, "pqrun: an enqueue has no value for column %s", job_row::kColumns[c].name);
+		}
+	}
+}
+
+} // namespace
+
+bool
+Insert(const EnqueueArgs *jobs, int count, int64 *ids)
+{
+	Tables tables;
+	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, false))
+		return false;
+	Relation live = tables.live;
+	Layout layout;
+	ExprState *const *defaults = expr_cache::Defaults(live);
+	if (defaults == nullptr) {
+		tables.Close();
+		return false;
+	}
+	FindLayout(live, &layout);
+	TupleDesc desc = RelationGetDescr(live);
+	RowWriter writer(live);
+	ExprContext *econtext = GetPerTupleExprContext(writer.estate);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+	auto *values = static_cast<Datum *>(palloc(sizeof(Datum) * desc->natts));
+	auto *nulls = static_cast<bool *>(palloc(sizeof(bool) * desc->natts));
+	CommandId cid = GetCurrentCommandId(true);
+	for (int i = 0; i < count; i++) {
+		Fill(layout, defaults, desc->natts, econtext, jobs[i], values, nulls);
+		ExecStoreHeapTuple(heap_form_tuple(desc, values, nulls), slot, true);
+		if (desc->constr)
+			ExecConstraints(writer.info, slot, writer.estate);
+		table_tuple_insert(live, slot, cid, 0, nullptr);
+		list_free(compat::InsertIndexTuples(writer.info, slot, writer.estate));
+		ids[i] = DatumGetInt64(values[layout.index[job_row::kId]]);
+		ExecClearTuple(slot);
+		ResetPerTupleExprContext(writer.estate);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	writer.Close();
+	tables.Close();
+	return true;
+}
+
+} // namespace pqrun::enqueue_direct

@@ -1,0 +1,362 @@
+/* src/jobs/finish_direct.cpp — jobs finished below the executor. */
+#include "jobs/finish_direct.hpp"
+
+#include "xact/deferred_claims.hpp"
+#include "jobs/direct_rows.hpp"
+#include "jobs/job_row.hpp"
+
+#include <cmath>
+
+namespace pqrun::finish_direct {
+
+namespace {
+
+using namespace direct_rows;
+
+using job_row::Finished;
+
+/* Which of job_row.hpp's finishes: of a deferred claim (its attempt's
+ * columns come from the claim, which was never written) or of a RUNNING
+ * row (only what ending it changes). */
+using Finish = Finished job_row::Column::*;
+constexpr Finish kFromClaim = &job_row::Column::from_claim;
+constexpr Finish kFromRunning = &job_row::Column::from_running;
+
+/* The supplied values, by Finished; null until set. */
+struct Supplied {
+	Datum value[static_cast<int>(Finished::kCount)];
+	bool null[static_cast<int>(Finished::kCount)];
+
+	Supplied()
+	{
+		for (int s = 0; s < static_cast<int>(Finished::kCount); s++)
+			Set(static_cast<Finished>(s), Datum(0), true);
+	}
+
+	void Set(Finished s, Datum v, bool isnull = false)
+	{
+		value[static_cast<int>(s)] = v;
+		null[static_cast<int>(s)] = isnull;
+	}
+};
+
+/* Rows moved per multi-row insert, as COPY buffers them. */
+constexpr int kMaxChunk = 1000;
+
+/* The SQL path's duration_ms (job_row.hpp's PQRUN_DURATION_MS) computed
+ * the same way: the interval is justified into days and microseconds, the
+ * cast rounds half to even. */
+int32
+DurationMs(TimestampTz from, TimestampTz now)
+{
+	int64 us = now - from;
+	int64 days = us / USECS_PER_DAY;
+	double ms =
+	    (static_cast<double>(us - days * USECS_PER_DAY) / 1000000.0 + static_cast<double>(days * SECS_PER_DAY)) *
+	    1000.0;
+	ms = Max(ms, 0.0);
+	return static_cast<int32>(std::rint(Min(ms, 2147483647.0)));
+}
+
+/* The job_done row source, per column, and the job_live columns read. */
+struct Layout {
+	int natts;
+	Finished *source;
+	AttrNumber *live_attnum; /* for Finished::kKeep */
+	AttrNumber live_id, live_status, live_attempts, live_fifo_key, live_has_dependents, live_queue, live_job_type,
+	    live_lease_token, live_locked_at, live_last_error;
+	Oid status_type, ready, running, done;
+};
+
+Layout
+MakeLayout(Relation live, Relation done, Finish finish)
+{
+	TupleDesc done_desc = RelationGetDescr(done);
+	Layout layout;
+	layout.natts = done_desc->natts;
+	layout.source = static_cast<Finished *>(palloc(sizeof(Finished) * layout.natts));
+	layout.live_attnum = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * layout.natts));
+	for (int i = 0; i < layout.natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(done_desc, i);
+		layout.source[i] = Finished::kKeep;
+		if (att->attisdropped)
+			continue;
+		/* OpenTables saw every column of job_done in job_row.hpp. */
+		int column = job_row::Find(NameStr(att->attname));
+		if (column < 0)
+			elog(ERROR, "pqrun: job_done has a column %s pqrun does not know", NameStr(att->attname));
+		layout.source[i] = job_row::kColumns[column].*finish;
+		if (layout.source[i] == Finished::kKeep)
+			layout.live_attnum[i] = RequireAttNum(live, NameStr(att->attname));
+	}
+	layout.live_id = RequireAttNum(live, "id");
+	layout.live_status = RequireAttNum(live, "status");
+	layout.live_attempts = RequireAttNum(live, "attempts");
+	layout.live_fifo_key = RequireAttNum(live, "fifo_key");
+	layout.live_has_dependents = RequireAttNum(live, "has_dependents");
+	layout.live_queue = RequireAttNum(live, "queue");
+	layout.live_job_type = RequireAttNum(live, "job_type");
+	layout.live_lease_token = RequireAttNum(live, "lease_token");
+	layout.live_locked_at = RequireAttNum(live, "locked_at");
+	layout.live_last_error = RequireAttNum(live, "last_error");
+	layout.status_type = TupleDescAttr(RelationGetDescr(live), layout.live_status - 1)->atttypid;
+	layout.ready = EnumLabel(layout.status_type, "READY");
+	layout.running = EnumLabel(layout.status_type, "RUNNING");
+	layout.done = EnumLabel(layout.status_type, "DONE");
+	return layout;
+}
+
+/* FillDone stores in `done_slot` the history row of the live row in
+ * `live_slot`, with `supplied` for the overridden columns, as a copy that
+ * outlives the live row's buffer. Dropped columns stay null. */
+void
+FillDone(const Layout &layout, const Supplied &supplied, TupleTableSlot *live_slot, TupleTableSlot *done_slot)
+{
+	const Datum *lv = live_slot->tts_values;
+	const bool *ln = live_slot->tts_isnull;
+	ExecClearTuple(done_slot);
+	Datum *values = done_slot->tts_values;
+	bool *nulls = done_slot->tts_isnull;
+	for (int a = 0; a < layout.natts; a++) {
+		if (layout.source[a] == Finished::kKeep) {
+			AttrNumber live_att = layout.live_attnum[a];
+			values[a] = live_att ? lv[live_att - 1] : Datum(0);
+			nulls[a] = live_att ? ln[live_att - 1] : true;
+		} else {
+			values[a] = supplied.value[static_cast<int>(layout.source[a])];
+			nulls[a] = supplied.null[static_cast<int>(layout.source[a])];
+		}
+	}
+	ExecStoreVirtualTuple(done_slot);
+	ExecMaterializeSlot(done_slot);
+}
+
+/* Describe fills `out` for the caller's statistics from the live row. */
+void
+Describe(const Layout &layout, TupleTableSlot *live_slot, TimestampTz claimed_at, Moved *out)
+{
+	const Datum *lv = live_slot->tts_values;
+	out->id = DatumGetInt64(lv[layout.live_id - 1]);
+	out->has_dependents = DatumGetBool(lv[layout.live_has_dependents - 1]);
+	out->queue = TextDatumGetCString(lv[layout.live_queue - 1]);
+	out->job_type = TextDatumGetCString(lv[layout.live_job_type - 1]);
+	out->duration_ms = (GetCurrentTransactionStartTimestamp() - claimed_at) / 1000;
+}
+
+/* BuildDone stores in `done_slot` the DONE attempt of the READY row in
+ * `live_slot` (claim i of `taken`) and fills `out`; `outcome` is 'done'. */
+void
+BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datum outcome, TupleTableSlot *live_slot,
+          TupleTableSlot *done_slot, Moved *out)
+{
+	const Datum *lv = live_slot->tts_values;
+	const bool *ln = live_slot->tts_isnull;
+	int64 id = taken.claims.ids[i];
+	if (DatumGetInt64(lv[layout.live_id - 1]) != id || DatumGetObjectId(lv[layout.live_status - 1]) != layout.ready ||
+	    !ln[layout.live_fifo_key - 1])
+		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	Supplied supplied;
+	supplied.Set(Finished::kStatus, ObjectIdGetDatum(layout.done));
+	supplied.Set(Finished::kAttempts, Int32GetDatum(DatumGetInt32(lv[layout.live_attempts - 1]) + 1));
+	supplied.Set(Finished::kDuration, Int32GetDatum(DurationMs(taken.at, now)));
+	supplied.Set(Finished::kLockedAt, TimestampTzGetDatum(taken.at));
+	supplied.Set(Finished::kNow, TimestampTzGetDatum(now));
+	supplied.Set(Finished::kToken, UUIDPGetDatum(&taken.claims.tokens[i]));
+	supplied.Set(Finished::kWorker, taken.worker);
+	supplied.Set(Finished::kOutcome, outcome);
+	FillDone(layout, supplied, live_slot, done_slot);
+	Describe(layout, live_slot, taken.at, out);
+}
+
+/* MoveChunk moves claims [first, first + n) of `taken`: each DONE attempt
+ * is checked against job_done's constraints, all go in with one multi-row
+ * insert (as COPY does), then each gets its index entries, and only then
+ * are the live rows deleted. */
+void
+MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, int n, Relation live,
+          TupleTableSlot *live_slot, ResultRelInfo *done_info, EState *estate, TupleTableSlot **done_slots, Moved *out)
+{
+	Relation done = done_info->ri_RelationDesc;
+	Datum outcome = CStringGetTextDatum("done");
+	for (int j = 0; j < n; j++) {
+		ItemPointerData tid = taken.claims.ctids[first + j];
+		/* The row is locked by this subtransaction: SnapshotSelf sees it
+		 * unless this transaction deleted or updated it since. */
+		if (!table_tuple_fetch_row_version(live, &tid, SnapshotSelf, live_slot))
+			elog(ERROR, "pqrun: the deferred claim of job %lld lost its row", (long long)taken.claims.ids[first + j]);
+		slot_getallattrs(live_slot);
+		BuildDone(layout, taken, first + j, outcome, live_slot, done_slots[j], &out[first + j]);
+		ExecClearTuple(live_slot);
+		if (done->rd_att->constr)
+			ExecConstraints(done_info, done_slots[j], estate);
+		ResetPerTupleExprContext(estate);
+	}
+	table_multi_insert(done, done_slots, n, GetCurrentCommandId(true), 0, nullptr);
+	for (int j = 0; j < n; j++) {
+		list_free(compat::InsertIndexTuples(done_info, done_slots[j], estate));
+		ResetPerTupleExprContext(estate);
+		ExecClearTuple(done_slots[j]);
+	}
+	for (int j = 0; j < n; j++)
+		simple_heap_delete(live, &taken.claims.ctids[first + j]);
+}
+
+/* LiveIdIndex opens job_live's primary key if it is the plain index on id
+ * this path assumes, else answers nullptr. */
+Relation
+LiveIdIndex(Relation live, AttrNumber live_id)
+{
+	Oid index_id = compat::PrimaryKeyIndex(live);
+	if (!OidIsValid(index_id))
+		return nullptr;
+	Relation index = index_open(index_id, RowExclusiveLock);
+	if (index->rd_rel->relam == BTREE_AM_OID && IndexRelationGetNumberOfKeyAttributes(index) == 1 &&
+	    index->rd_index->indkey.values[0] == live_id && index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID &&
+	    index->rd_opcintype[0] == INT8OID)
+		return index;
+	index_close(index, NoLock);
+	return nullptr;
+}
+
+/* FindLatest fetches into `slot` the newest version of job `job_id`'s live
+ * row, as logical replication finds the rows it changes: a dirty snapshot
+ * sees committed and in-progress versions, and a version some other
+ * transaction is inserting or changing is waited for. Answers false if the
+ * job has no live row. */
+bool
+FindLatest(Relation live, Relation index, int64 job_id, TupleTableSlot *slot)
+{
+	ScanKeyData key;
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(job_id));
+	SnapshotData dirty;
+	InitDirtySnapshot(dirty);
+	IndexScanDesc scan = compat::IndexBeginScan(live, index, &dirty, 1);
+	bool found;
+	for (;;) {
+		index_rescan(scan, &key, 1, nullptr, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, slot);
+		if (!found)
+			break;
+		ExecMaterializeSlot(slot);
+		TransactionId xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+		if (!TransactionIdIsValid(xwait))
+			break;
+		XactLockTableWait(xwait, nullptr, nullptr, XLTW_None);
+	}
+	index_endscan(scan);
+	return found;
+}
+
+/* EndAttempt moves the attempt of running job `job_id` (holding `lease`
+ * when given) to job_done as `ending` says. Answers false, having written
+ * nothing, when the job is not running, holds another lease or is in a FIFO
+ * group: the SQL path then raises or takes the group lock. */
+bool
+EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job_id, const pg_uuid_t *lease,
+           const Ending &ending, TupleTableSlot *live_slot, Moved *out)
+{
+	const Datum *lv = live_slot->tts_values;
+	const bool *ln = live_slot->tts_isnull;
+	for (;;) {
+		if (!FindLatest(tables.live, index, job_id, live_slot))
+			return false;
+		slot_getallattrs(live_slot);
+		if (DatumGetObjectId(lv[layout.live_status - 1]) != layout.running || !ln[layout.live_fifo_key - 1])
+			return false;
+		if (lease && (ln[layout.live_lease_token - 1] ||
+		              memcmp(DatumGetUUIDP(lv[layout.live_lease_token - 1]), lease, UUID_LEN) != 0))
+			return false;
+		TM_FailureData tmfd;
+		TM_Result result = table_tuple_delete(tables.live, &live_slot->tts_tid, GetCurrentCommandId(true),
+		                                      InvalidSnapshot, InvalidSnapshot, true, &tmfd, false);
+		if (result == TM_Ok)
+			break;
+		/* Changed or gone since it was found: look again. */
+		if (result != TM_Updated && result != TM_Deleted)
+			return false;
+	}
+
+	/* The row's TOASTed values stay readable by this transaction after the
+	 * delete, so the history row may be built from them now. */
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	bool no_lock_time = ln[layout.live_locked_at - 1];
+	TimestampTz locked_at = no_lock_time ? now : DatumGetTimestampTz(lv[layout.live_locked_at - 1]);
+	Supplied supplied;
+	supplied.Set(Finished::kStatus, ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status)));
+	supplied.Set(Finished::kDuration, Int32GetDatum(DurationMs(locked_at, now)), no_lock_time);
+	supplied.Set(Finished::kNow, TimestampTzGetDatum(now));
+	supplied.Set(Finished::kOutcome, CStringGetTextDatum(ending.outcome));
+	if (ending.error)
+		supplied.Set(Finished::kError, CStringGetTextDatum(ending.error));
+	else
+		supplied.Set(Finished::kError, lv[layout.live_last_error - 1], ln[layout.live_last_error - 1]);
+	supplied.Set(Finished::kResult, ending.result, ending.result_null);
+
+	RowWriter writer(tables.done);
+	TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
+	FillDone(layout, supplied, live_slot, done_slot);
+	Describe(layout, live_slot, locked_at, out);
+	if (tables.done->rd_att->constr)
+		ExecConstraints(writer.info, done_slot, writer.estate);
+	table_tuple_insert(tables.done, done_slot, GetCurrentCommandId(true), 0, nullptr);
+	list_free(compat::InsertIndexTuples(writer.info, done_slot, writer.estate));
+	ExecDropSingleTupleTableSlot(done_slot);
+	writer.Close();
+	return true;
+}
+
+} // namespace
+
+int
+FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
+{
+	Oid namespace_id = deferred_claims::FinishableIn();
+	Tables tables;
+	if (!OidIsValid(namespace_id) || !OpenTables(namespace_id, RowExclusiveLock, &tables, true))
+		return 0;
+	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
+	int count = taken.claims.count;
+	if (count > 0) {
+		Layout layout = MakeLayout(tables.live, tables.done, kFromClaim);
+		RowWriter writer(tables.done);
+		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
+		int chunk = Min(count, kMaxChunk);
+		auto **done_slots = static_cast<TupleTableSlot **>(palloc(sizeof(TupleTableSlot *) * chunk));
+		for (int j = 0; j < chunk; j++)
+			done_slots[j] = table_slot_create(tables.done, nullptr);
+		for (int first = 0; first < count; first += chunk)
+			MoveChunk(layout, taken, first, Min(chunk, count - first), tables.live, live_slot, writer.info,
+			          writer.estate, done_slots, out);
+		for (int j = 0; j < chunk; j++)
+			ExecDropSingleTupleTableSlot(done_slots[j]);
+		ExecDropSingleTupleTableSlot(live_slot);
+		writer.Close();
+	}
+	tables.Close();
+	return count;
+}
+
+bool
+FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out)
+{
+	Tables tables;
+	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, true))
+		return false;
+	/* This path reads below the executor hook that writes deferred claims
+	 * before a query looks at the queue: the job may be one of them. */
+	deferred_claims::WriteAll();
+	Layout layout = MakeLayout(tables.live, tables.done, kFromRunning);
+	Relation index = LiveIdIndex(tables.live, layout.live_id);
+	bool finished = false;
+	if (index) {
+		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
+		finished = EndAttempt(tables, index, layout, job_id, lease, ending, live_slot, out);
+		ExecDropSingleTupleTableSlot(live_slot);
+		index_close(index, NoLock);
+	}
+	tables.Close();
+	return finished;
+}
+
+} // namespace pqrun::finish_direct

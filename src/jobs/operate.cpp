@@ -1,0 +1,106 @@
+/* src/jobs/operate.cpp — an operator's actions on jobs: cancel, retry of a
+ * finished job, purge of history. */
+#include "jobs/queue.hpp"
+#include "jobs/queue_internal.hpp"
+
+#include "pg/spi_rows.hpp"
+#include "shmem/stats.hpp"
+
+namespace pqrun::queue {
+
+namespace stmts {
+
+spi::Statement kRetryFinished{
+    "retry finished",
+    "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = $1 AND status IN ('FAILED', 'CANCELLED') RETURNING *),"
+    " logged AS ("
+    "  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"
+    "  SELECT id, attempts, locked_at, finished_at, locked_by, outcome, last_error FROM gone"
+    "   WHERE outcome IS NOT NULL)"
+    " INSERT INTO pqrun.job_live (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
+    "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
+    " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
+    "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
+    " FROM gone RETURNING queue, job_type, priority, id",
+    2,
+    {INT8OID, TEXTOID}};
+
+spi::Statement kDedupeHolder{
+    "dedupe holder",
+    "SELECT l.id FROM pqrun.job_done d JOIN pqrun.job_live l ON l.dedupe_key = d.dedupe_key WHERE d.id = $1",
+    1,
+    {INT8OID}};
+
+spi::Statement kPurge{"purge",
+                      "WITH gone AS (DELETE FROM pqrun.job_done WHERE status::text = ANY ($2::text[])"
+                      "   AND finished_at < pg_catalog.now() - $1 RETURNING id, queue, job_type, status),"
+                      " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+                      " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
+                      2,
+                      {INTERVALOID, TEXTOID}};
+
+} // namespace stmts
+
+using namespace spi;
+
+/* NoteRemoved counts the finished jobs a purge or retention statement
+ * deleted (rows of queue, job_type, status, count) and answers how many. */
+int64
+NoteRemoved(uint64 n)
+{
+	int64 total = 0;
+	for (uint64 i = 0; i < n; i++) {
+		stats::Finished finished;
+		int64 count = ColInt64(i, 4);
+		total += count;
+		if (stats::ParseFinished(ColText(i, 3), &finished))
+			stats::FinishedRemoved(ColText(i, 1), ColText(i, 2), finished, count);
+	}
+	return total;
+}
+
+bool
+Cancel(int64 job_id, const char *reason)
+{
+	char *status = JobState(job_id);
+	if (IsStatus(status, "DONE") || IsStatus(status, "FAILED") || IsStatus(status, "CANCELLED"))
+		return false;
+	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? ClipError(reason) : "cancelled");
+}
+
+bool
+Retry(int64 job_id)
+{
+	char *status = JobState(job_id);
+	char *fifo_key = ColText(0, 3);
+	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};
+	if (!IsStatus(status, "FAILED") && !IsStatus(status, "CANCELLED"))
+		return false;
+	if (Exec(stmts::kDedupeHolder, values, nullptr, SPI_OK_SELECT) > 0)
+		ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
+		                errmsg("job %lld cannot be retried while job %lld holds its dedupe key", (long long)job_id,
+		                       (long long)ColInt64(0, 1))));
+	bool blocked = false;
+	if (fifo_key) {
+		LockFifoGroup(fifo_key);
+		Datum key[1] = {CStringGetTextDatum(fifo_key)};
+		blocked = Exec(stmts::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0;
+	}
+	values[1] = CStringGetTextDatum(blocked ? "BLOCKED" : "READY");
+	uint64 n = Exec(stmts::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING);
+	stats::Finished was;
+	if (n > 0 && stats::ParseFinished(status, &was))
+		stats::FinishedRemoved(ColText(0, 1), ColText(0, 2), was, 1);
+	if (!blocked)
+		NoteRows(n, ReadyRows::kReady);
+	return n > 0;
+}
+
+int64
+Purge(const Interval *older_than, const char *statuses_literal)
+{
+	Datum values[2] = {PointerGetDatum(older_than), CStringGetTextDatum(statuses_literal)};
+	return NoteRemoved(Exec(stmts::kPurge, values, nullptr, SPI_OK_SELECT));
+}
+
+} // namespace pqrun::queue

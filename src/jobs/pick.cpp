@@ -1,0 +1,534 @@
+/* src/jobs/pick.cpp — claiming jobs: pickup, its long poll, and await_jobs.
+ *
+ * A pickup claims in pickup-key order (-priority, id) from the pickup hint
+ * on (wake.cpp), then due delayed jobs nobody promoted yet. A pickup only
+ * locks the jobs it hands out (below the executor when pick_direct.hpp
+ * can) and leaves writing the claims to deferred_claims.cpp. A pickup that
+ * may wait registers as a waiter first, looks in subtransactions rolled
+ * back when empty, and sleeps on its latch until a commit, a due time or
+ * its deadline; await_jobs does the same without claiming and without
+ * holding a snapshot.
+ */
+#include "pg/boundary.hpp"
+#include "xact/deferred_claims.hpp"
+#include "jobs/pick_direct.hpp"
+#include "jobs/job_row.hpp"
+#include "guc.hpp"
+#include "xact/pickup_commit.hpp"
+#include "jobs/queue.hpp"
+#include "jobs/queue_internal.hpp"
+#include "pg/spi_plans.hpp"
+#include "pg/spi_rows.hpp"
+#include "shmem/stats.hpp"
+#include "xact/wake.hpp"
+
+namespace pqrun::queue {
+
+namespace stmts {
+
+/* Columns of pqrun.jobs, in the view's order (job_row.hpp), from a job_live
+ * row a claim updated, and from one a locking pick left as it is. */
+#define LIVE_AS_JOB                                                                                                    \
+	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, "             \
+	"locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, "                                \
+	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at "
+#define LOCKED_AS_JOB                                                                                                  \
+	"id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"                 \
+	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " PQRUN_LEASE_TOKEN ", dedupe_key, fifo_key,"           \
+	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"
+static_assert(job_row::SelectListIs(LIVE_AS_JOB, false, ""), "LIVE_AS_JOB must list job_row::kColumns");
+static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB must list job_row::kColumns");
+
+/* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
+ * by job types $3 and queues $4, starting at pickup key ($5, $6) =
+ * (-priority, id). The partial index job_live_pick yields rows already in
+ * priority/id order, so the claim touches only the rows it returns plus the
+ * ones other pickers hold. The claimed ids go through an array rather than a
+ * join so that the (generic) plan updates them by primary key. */
+/* Claim the rows `candidates` selects for worker $1 at time `at`. */
+#define CLAIM(candidates, at)                                                                                          \
+	"WITH claimed AS ("                                                                                                \
+	"  UPDATE pqrun.job_live j"                                                                                        \
+	"     SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1,"                                         \
+	"         locked_at = " at ", locked_by = $1,"                                                                     \
+	"         lease_token = " PQRUN_LEASE_TOKEN ", heartbeat_at = NULL,"                                               \
+	"         holder_pid = pg_catalog.pg_backend_pid(), " PQRUN_SET_HOLDER_STARTED "updated_at = " at                  \
+	"   WHERE j.id = ANY (ARRAY(" candidates "))"                                                                      \
+	"  RETURNING j.*)"                                                                                                 \
+	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"
+
+static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set what job_row::kColumns says");
+
+#define PICK(filter)                                                                                                   \
+	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
+	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                \
+	      " ORDER BY (-(priority::bigint)), id"                                                                        \
+	      " LIMIT $2 FOR UPDATE SKIP LOCKED",                                                                          \
+	      "$7")
+
+/* Arguments of PICK and LOCK_PICK: worker, batch size, job types, queues,
+ * the pickup hint's key, and the claim time. */
+// clang-format off
+#define PICK_ARGS 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}
+// clang-format on
+
+#define LOCK_PICK(filter)                                                                                              \
+	"SELECT " LOCKED_AS_JOB ", ctid"                                                                                   \
+	" FROM pqrun.job_live"                                                                                             \
+	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                      \
+	" ORDER BY (-(priority::bigint)), id"                                                                              \
+	" LIMIT $2 FOR UPDATE SKIP LOCKED"
+
+spi::Statement kPromoteDue{
+    "promote due",
+    "UPDATE pqrun.job_live j SET delayed = false"
+    " WHERE j.id = ANY (ARRAY(SELECT id FROM pqrun.job_live WHERE delayed AND run_after <= $1"
+    "   AND ($2::text[] IS NULL OR job_type = ANY ($2)) AND ($3::text[] IS NULL OR queue = ANY ($3))"
+    "   ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED))"
+    " RETURNING j.queue, j.job_type, j.priority, j.id",
+    4,
+    {TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID, INT4OID}};
+
+spi::Statement kReadyExists{
+    "ready exists",
+    "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
+    "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2)))",
+    3,
+    {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}};
+
+spi::Statement kNextDelayed{
+    "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}};
+
+spi::Statement kPick{"pick", PICK(""), PICK_ARGS};
+
+spi::Statement kPickTypes{"pick by type", PICK("AND job_type = ANY ($3)"), PICK_ARGS};
+
+spi::Statement kPickQueues{"pick by queue", PICK("AND queue = ANY ($4)"), PICK_ARGS};
+
+spi::Statement kPickTypesQueues{"pick by type and queue", PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"),
+                                PICK_ARGS};
+
+/* Delayed jobs that fell due and no maintenance round has promoted yet
+ * ($5: the clock), claimed directly when no promoted job is left. */
+spi::Statement kPickDue{
+    "pick due",
+    CLAIM("SELECT id FROM pqrun.job_live"
+          " WHERE delayed AND run_after <= $5"
+          "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) AND ($4::text[] IS NULL OR queue = ANY ($4))"
+          " ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED",
+          "$5"),
+    5,
+    {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}};
+
+/* A batch pickup whose claims are deferred (deferred_claims.hpp): the
+ * same rows as PICK, locked but not written, as pqrun.jobs rows the
+ * claim will make of them, followed by where each row is. Run when
+ * pick_direct.hpp declines, which makes the same rows. */
+spi::Statement kLockPick{"lock pick", LOCK_PICK(""), PICK_ARGS};
+
+spi::Statement kLockPickTypes{"lock pick by type", LOCK_PICK("AND job_type = ANY ($3)"), PICK_ARGS};
+
+spi::Statement kLockPickQueues{"lock pick by queue", LOCK_PICK("AND queue = ANY ($4)"), PICK_ARGS};
+
+spi::Statement kLockPickTypesQueues{"lock pick by type and queue",
+                                    LOCK_PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), PICK_ARGS};
+
+} // namespace stmts
+
+using namespace spi;
+
+namespace {
+
+/* The wait event of a waiting pickup (compat::ExtensionWaitEvent). */
+uint32 long_poll_wait_event = 0;
+
+/* ClaimReceiver takes a pick statement's rows (pqrun.jobs rows, and the
+ * row's ctid after them for a locking pick) straight from the executor into
+ * the pickup's result, noting each claim on the way. */
+struct ClaimReceiver {
+	DestReceiver pub; /* first: the executor sees only this */
+	Tuplestorestate *out;
+	TupleDesc out_desc;
+	Claims *locked;     /* the claims gathered, when given */
+	int capacity;       /* room in `locked` */
+	wake::PickKey last; /* pickup key of the last row */
+};
+
+/* Grow doubles the room in `c` from `capacity` entries. */
+void
+Grow(Claims *c, int *capacity)
+{
+	int more = *capacity > INT_MAX / 4 ? INT_MAX / 2 : *capacity * 2;
+	c->ids = static_cast<int64 *>(repalloc(c->ids, sizeof(int64) * more));
+	c->tokens = static_cast<pg_uuid_t *>(repalloc(c->tokens, sizeof(pg_uuid_t) * more));
+	c->in_fifo = static_cast<bool *>(repalloc(c->in_fifo, sizeof(bool) * more));
+	c->ctids = static_cast<ItemPointerData *>(repalloc(c->ctids, sizeof(ItemPointerData) * more));
+	*capacity = more;
+}
+
+void
+ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
+{
+	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
+	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
+	const char *queue = TextDatumGetCString(values[job_row::kQueue]);
+	const char *job_type = TextDatumGetCString(values[job_row::kJobType]);
+	r->last = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), DatumGetInt64(values[job_row::kId]));
+	wake::NoteClaimed(r->last, queue, job_type);
+	stats::PickedUp(
+	    queue, job_type,
+	    (DatumGetTimestampTz(values[job_row::kLockedAt]) - DatumGetTimestampTz(values[job_row::kRunAfter])) / 1000);
+	if (Claims *locked = r->locked) {
+		if (locked->count == r->capacity)
+			Grow(locked, &r->capacity);
+		int i = locked->count++;
+		locked->ids[i] = DatumGetInt64(values[job_row::kId]);
+		locked->tokens[i] = *DatumGetUUIDP(values[job_row::kLeaseToken]);
+		locked->in_fifo[i] = !nulls[job_row::kFifoKey];
+		locked->ctids[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(values[r->out_desc->natts]));
+	}
+}
+
+} // namespace
+} // namespace pqrun::queue
+
+extern "C" {
+
+static bool
+pqrun_claim_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	auto *receiver = reinterpret_cast<pqrun::queue::ClaimReceiver *>(self);
+	pqrun::GuardedEntry([&]() {
+		slot_getallattrs(slot);
+		pqrun::queue::ReceiveClaim(receiver, slot->tts_values, slot->tts_isnull);
+	});
+	return true;
+}
+
+static void
+pqrun_claim_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+pqrun_claim_shutdown(DestReceiver *self)
+{
+}
+}
+
+namespace pqrun::queue {
+namespace {
+
+/* PickInto runs the pick `stmt` into `out`, gathering the rows into
+ * `locked` when given, and answers how many it claimed and, in `last` when
+ * given, the pickup key of the last one. A locking pick is made by
+ * pick_direct.hpp unless it declines. The room for the claims grows with
+ * them: a batch size says how many at most, not how many there are. */
+uint64
+PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+         Claims *locked, wake::PickKey *last)
+{
+	int capacity = 16;
+	if (locked) {
+		locked->ids = static_cast<int64 *>(palloc(sizeof(int64) * capacity));
+		locked->tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * capacity));
+		locked->in_fifo = static_cast<bool *>(palloc(sizeof(bool) * capacity));
+		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * capacity));
+		locked->count = 0;
+	}
+	ClaimReceiver receiver{};
+	receiver.pub.receiveSlot = pqrun_claim_receive;
+	receiver.pub.rStartup = pqrun_claim_startup;
+	receiver.pub.rShutdown = pqrun_claim_shutdown;
+	receiver.pub.rDestroy = pqrun_claim_shutdown;
+	receiver.pub.mydest = DestTuplestore; /* not DestNone, for which SPI discards the rows */
+	receiver.out = out;
+	receiver.out_desc = out_desc;
+	receiver.locked = locked;
+	receiver.capacity = capacity;
+	receiver.last = wake::PickKey{INT64_MAX, INT64_MAX};
+	uint64 n = 0;
+	bool direct = false;
+	if (locked) {
+		pick_direct::Request request{values[0],
+		                             DatumGetInt32(values[1]),
+		                             nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]),
+		                             nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]),
+		                             {DatumGetInt64(values[4]), DatumGetInt64(values[5])},
+		                             DatumGetTimestampTz(values[6])};
+		direct = pick_direct::Pick(
+		    request, out_desc,
+		    [](void *r, const Datum *row, const bool *row_nulls) {
+			    ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
+		    },
+		    &receiver, &n);
+	}
+	if (!direct)
+		n = ExecInto(stmt, values, nulls, &receiver.pub);
+	if (locked && static_cast<uint64>(locked->count) != n)
+		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count);
+	if (last)
+		*last = receiver.last;
+	return n;
+}
+
+/* ClaimOnce claims up to the batch size, appending the claimed rows to
+ * `out`. Claims made after waiting are stamped with the clock, others with
+ * now(). Only a pickup that will not wait promotes due delayed jobs first
+ * (so they take their place in priority order): rows a waiting pickup
+ * promoted without claiming would stay locked until its statement ends. */
+uint64
+ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+          bool will_wait, Claims *locked = nullptr)
+{
+	int32 batch_size = DatumGetInt32(values[1]);
+	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
+	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
+	if (!waited && !will_wait && wake::DelayedMayBeDue())
+		PromoteDue(job_types, queues, batch_size);
+	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
+	/* Start at the pickup hint, past the dead entries at the head of the
+	 * index that vacuum may not be allowed to remove yet. */
+	wake::PickKey start{INT64_MIN, INT64_MIN};
+	uint64 gen = 0;
+	bool hinted = wake::ReadHint(&start, &gen);
+	values[4] = Int64GetDatum(start.neg_priority);
+	values[5] = Int64GetDatum(start.id);
+	wake::PickKey last;
+	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, &last);
+	/* Everything an unfiltered pickup passed on its way to its last claim is
+	 * claimed, dead or held by someone whose rollback lowers the hint again. */
+	if (hinted && n > 0 && (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick))
+		wake::RaiseHint(gen, last);
+
+	/* Nothing promoted left: take delayed jobs that fell due since the last
+	 * maintenance round. */
+	if (n < static_cast<uint64>(batch_size)) {
+		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
+		                       TimestampTzGetDatum(GetCurrentTimestamp())};
+		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
+		n += PickInto(stmts::kPickDue, due_values, due_nulls, out, out_desc, nullptr, nullptr);
+	}
+	return n;
+}
+
+/* SleepMs answers how long a waiter may sleep before it must look again:
+ * until the deadline, or the next delayed job's due time, or (without
+ * shared memory to be woken through) 50 ms. */
+long
+SleepMs(bool registered, TimestampTz deadline)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz until = deadline;
+	if (!registered) {
+		until = Min(deadline, TimestampTzPlusMilliseconds(now, 50));
+	} else {
+		TimestampTz due = wake::NextDue();
+		if (due == 0 || due <= now)
+			due = LearnNextDue(due); /* whatever was due has been promoted */
+		if (due > now && due < until)
+			until = due;
+	}
+	/* The latch wait takes an int of milliseconds: look again hourly. */
+	long ms = Min((until - now + 999) / 1000, 3600L * 1000);
+	return ms < 0 ? 0 : ms;
+}
+
+/* ClaimAndDefer is ClaimOnce for a locking `stmt`, leaving the claims of
+ * the jobs it locked to deferred_claims.hpp. */
+uint64
+ClaimAndDefer(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+              bool waited, bool will_wait, const text *worker_id)
+{
+	Claims locked{0, nullptr, nullptr, nullptr, nullptr};
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, will_wait, &locked);
+	/* After the last statement of this pickup, which would write them. */
+	deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
+	return n;
+}
+
+/* ClaimBeforeWaiting is ClaimOnce (ClaimAndDefer when `defer`) for a pickup
+ * that may wait next: in an internal subtransaction, rolled back when it
+ * claimed nothing. A locking scan in READ COMMITTED can lock the newest
+ * version of a row that another worker just claimed and then pass it over;
+ * that lock would otherwise be held for the whole wait and block the
+ * winner's mark_done. Deferred claims move to the pickup's level with the
+ * subtransaction's commit. */
+uint64
+ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
+                   bool waited, bool defer, const text *worker_id)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile uint64 n = 0;
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(context);
+	PG_TRY();
+	{
+		n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, worker_id)
+		          : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+	}
+	PG_CATCH();
+	{
+		/* A cancel, a timeout or any other error inside the look: the
+		 * subtransaction is ours to roll back. Left open, it would outlive
+		 * the statement and leave the session in an aborted transaction
+		 * (25P02 for its next statement, behind a pooler for the next
+		 * client). */
+		MemoryContextSwitchTo(context);
+		ErrorData *edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(context);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	if (n > 0)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+	return n;
+}
+
+/* LongPoll registers as a waiter (before the first look, so a commit during
+ * it wakes us) and calls look(waited) until it answers true or the wait
+ * ends, sleeping on the latch in between: a commit that makes a matching job
+ * runnable (wake.cpp), a delayed job's due time or the deadline wakes it.
+ * before_sleep() runs after each look. Both may raise PostgreSQL errors
+ * (the waiter still leaves the table) but must not throw C++ exceptions. */
+template <typename Look, typename BeforeSleep>
+void
+LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, BeforeSleep before_sleep)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	bool registered = wake::Register(job_types, queues);
+	volatile bool found = false;
+	PG_TRY();
+	{
+		for (bool waited = false;; waited = true) {
+			if (registered)
+				wake::PrepareCheck();
+			found = look(waited);
+			if (registered)
+				wake::LookDone();
+			long sleep_ms = found ? 0 : SleepMs(registered, deadline);
+			before_sleep();
+			if (sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
+			                compat::ExtensionWaitEvent(long_poll_wait_event, "PqrunLongPoll"));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		/* A waiter woken for a job it did not take (cancelled, timed out,
+		 * failed) passes the wake-up on. */
+		if (registered)
+			wake::Unregister(found);
+	}
+	PG_END_TRY();
+}
+
+} // namespace
+
+TimestampTz
+LearnNextDue(TimestampTz seen)
+{
+	bool isnull = true;
+	Datum next = Datum(0);
+	/* What it learns is shared with every waiter of the database. */
+	int nest_level = guc::PinSearchPath();
+	if (Exec(stmts::kNextDelayed, nullptr, nullptr, SPI_OK_SELECT) > 0)
+		next = Col(0, 1, &isnull);
+	guc::Unpin(nest_level);
+	TimestampTz due = isnull ? DT_NOEND : DatumGetTimestampTz(next);
+	wake::ReplaceNextDue(seen, due);
+	return due;
+}
+
+uint64
+PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms, Tuplestorestate *out,
+       TupleDesc out_desc)
+{
+	/* Its snapshot could never show a job committed during the wait. */
+	if (wait_ms > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("a waiting pickup needs a READ COMMITTED transaction"),
+		         errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
+		                   "it waits."),
+		         errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
+	bool defer = deferred_claims::ShouldDefer();
+	spi::Statement &stmt = defer ? (job_types ? (queues ? stmts::kLockPickTypesQueues : stmts::kLockPickTypes)
+	                                          : (queues ? stmts::kLockPickQueues : stmts::kLockPick))
+	                             : (job_types ? (queues ? stmts::kPickTypesQueues : stmts::kPickTypes)
+	                                          : (queues ? stmts::kPickQueues : stmts::kPick));
+	Datum values[7] = {PointerGetDatum(worker_id),
+	                   Int32GetDatum(batch_size),
+	                   PointerGetDatum(job_types),
+	                   PointerGetDatum(queues),
+	                   Datum(0),
+	                   Datum(0),
+	                   Datum(0)};
+	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
+	bool claims_only = pickup_commit::ClaimsOnlySoFar();
+	uint64 claimed = 0;
+	if (wait_ms <= 0 && defer) {
+		claimed = ClaimAndDefer(stmt, values, nulls, out, out_desc, false, false, worker_id);
+	} else if (wait_ms <= 0) {
+		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
+	} else {
+		LongPoll(
+		    job_types, queues, wait_ms,
+		    [&](bool waited) {
+			    claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, worker_id);
+			    return claimed > 0;
+		    },
+		    [] {});
+	}
+	pickup_commit::AfterPickup(claims_only);
+	return claimed;
+}
+
+bool
+AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
+{
+	bool ready = false;
+	LongPoll(
+	    job_types, queues, wait_ms,
+	    [&](bool) {
+		    Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
+		                       TimestampTzGetDatum(GetCurrentTimestamp())};
+		    char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+		    /* await_jobs runs as its caller (it commits, so it cannot be
+		          * SECURITY DEFINER); a superuser caller must still not run
+		          * the operators of whoever set the database's search_path. */
+		    int nest_level = guc::PinSearchPath();
+		    Exec(stmts::kReadyExists, values, nulls, SPI_OK_SELECT);
+		    ready = ColBool(0, 1);
+		    guc::Unpin(nest_level);
+		    return ready;
+	    },
+	    /* Commit before sleeping: no snapshot is held while waiting. */
+	    [] { SPI_commit(); });
+	return ready;
+}
+
+/* PromoteDue makes delayed jobs whose run_after has passed (by the clock,
+ * not the transaction start, so a long poll sees them fall due) runnable. */
+uint64
+PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit)
+{
+	Datum values[4] = {TimestampTzGetDatum(GetCurrentTimestamp()), PointerGetDatum(job_types), PointerGetDatum(queues),
+	                   Int32GetDatum(limit)};
+	char nulls[5] = {' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+	uint64 n = Exec(stmts::kPromoteDue, values, nulls, SPI_OK_UPDATE_RETURNING);
+	NoteRows(n, ReadyRows::kReady);
+	return n;
+}
+
+} // namespace pqrun::queue

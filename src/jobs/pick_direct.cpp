@@ -1,0 +1,302 @@
+/* src/jobs/pick_direct.cpp — a pickup's locking scan below the executor. */
+#include "jobs/pick_direct.hpp"
+
+#include "xact/deferred_claims.hpp"
+#include "jobs/direct_rows.hpp"
+#include "jobs/job_row.hpp"
+#include "jobs/lease_token.hpp"
+
+namespace pqrun::pick_direct {
+
+namespace {
+
+using namespace direct_rows;
+
+using job_row::kColumns;
+using job_row::kId;
+using job_row::kJobType;
+using job_row::kPriority;
+using job_row::kQueue;
+using job_row::Picked;
+constexpr int kOut = job_row::kJobsCount;
+
+/* The job_live columns the pick reads, by output column, and what it
+ * checks. */
+struct Layout {
+	AttrNumber from[kOut]; /* 0 where the value is not a column */
+	AttrNumber status, delayed;
+	Oid status_type, ready, running;
+	Oid queue_collation, job_type_collation;
+};
+
+/* FindLayout answers false when the pickup's result is not the row of
+ * job_row.hpp (names and types; an install older or newer than this
+ * library), or a job_live column has another type than the pqrun.jobs
+ * column it fills (an operator's ALTER COLUMN TYPE). */
+bool
+FindLayout(Relation live, TupleDesc out_desc, Layout *l)
+{
+	TupleDesc desc = RelationGetDescr(live);
+	if (out_desc->natts != kOut)
+		return false;
+	l->status_type = TupleDescAttr(out_desc, job_row::kStatus)->atttypid;
+	for (int i = 0; i < kOut; i++) {
+		Form_pg_attribute out = TupleDescAttr(out_desc, i);
+		Oid type = OidIsValid(kColumns[i].type) ? kColumns[i].type : l->status_type;
+		if (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0)
+			return false;
+		bool from_live = kColumns[i].picked == Picked::kColumn || kColumns[i].picked == Picked::kNextAttempt;
+		l->from[i] = from_live ? RequireAttNum(live, kColumns[i].name) : 0;
+		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != out->atttypid)
+			return false;
+	}
+	l->status = RequireAttNum(live, "status");
+	l->delayed = RequireAttNum(live, "delayed");
+	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
+	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID)
+		return false;
+	l->ready = EnumLabel(l->status_type, "READY");
+	l->running = EnumLabel(l->status_type, "RUNNING");
+	l->queue_collation = TupleDescAttr(desc, l->from[kQueue] - 1)->attcollation;
+	l->job_type_collation = TupleDescAttr(desc, l->from[kJobType] - 1)->attcollation;
+	return true;
+}
+
+/* KeyedAsOurs answers whether the first key of `index` is
+ * -(priority::bigint) and every READY job that is not delayed satisfies
+ * its predicate. An index recreated otherwise would order the jobs another
+ * way or miss some, where the SQL statement plans around it. Neither can
+ * change without a new index or a new pg_index row, so the answer is kept
+ * for the index's version. */
+bool
+KeyedAsOurs(Relation index, const Layout &l)
+{
+	static Oid known_index = InvalidOid;
+	static TransactionId known_xmin = InvalidTransactionId;
+	static bool known_ours = false;
+	TransactionId xmin = HeapTupleHeaderGetXmin(index->rd_indextuple->t_data);
+	if (RelationGetRelid(index) == known_index && xmin == known_xmin)
+		return known_ours;
+
+	List *exprs = RelationGetIndexExpressions(index);
+	bool ours = false;
+	if (list_length(exprs) == 1 && IsA(linitial(exprs), OpExpr)) {
+		const auto *negate = castNode(OpExpr, linitial(exprs));
+		const auto *cast = list_length(negate->args) == 1 && IsA(linitial(negate->args), FuncExpr)
+		                       ? castNode(FuncExpr, linitial(negate->args))
+		                       : nullptr;
+		ours = negate->opfuncid == F_INT8UM && cast != nullptr && cast->funcid == F_INT8_INT4 &&
+		       list_length(cast->args) == 1 && IsA(linitial(cast->args), Var) &&
+		       castNode(Var, linitial(cast->args))->varattno == l.from[kPriority];
+	}
+	if (ours) {
+		Expr *ready = make_opclause(lookup_type_cache(l.status_type, TYPECACHE_EQ_OPR)->eq_opr, BOOLOID, false,
+		                            reinterpret_cast<Expr *>(makeVar(1, l.status, l.status_type, -1, InvalidOid, 0)),
+		                            reinterpret_cast<Expr *>(makeConst(l.status_type, -1, InvalidOid, sizeof(Oid),
+		                                                               ObjectIdGetDatum(l.ready), false, true)),
+		                            InvalidOid, InvalidOid);
+		fix_opfuncids(reinterpret_cast<Node *>(ready));
+		Expr *not_delayed = make_notclause(reinterpret_cast<Expr *>(makeVar(1, l.delayed, BOOLOID, -1, InvalidOid, 0)));
+		ours = predicate_implied_by(RelationGetIndexPredicate(index), list_make2(ready, not_delayed), false);
+	}
+	known_index = RelationGetRelid(index);
+	known_xmin = xmin;
+	known_ours = ours;
+	return ours;
+}
+
+/* OpenPickIndex opens job_live_pick when it is pqrun's: a valid btree on
+ * job_live keyed by the ascending negated priority as a bigint (KeyedAsOurs)
+ * and the ascending id, holding every READY job that is not delayed. */
+Relation
+OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
+{
+	Oid index_id = get_relname_relid("job_live_pick", namespace_id);
+	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
+		return nullptr;
+	Relation index = index_open(index_id, RowShareLock);
+	const Form_pg_index form = index->rd_index;
+	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid && index->rd_rel->relam == BTREE_AM_OID &&
+	            IndexRelationGetNumberOfKeyAttributes(index) == 2 && form->indkey.values[0] == 0 &&
+	            form->indkey.values[1] == l.from[kId] &&
+	            TupleDescAttr(RelationGetDescr(index), 0)->atttypid == INT8OID &&
+	            index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[1] == INTEGER_BTREE_FAM_OID &&
+	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l);
+	if (ours)
+		return index;
+	index_close(index, RowShareLock);
+	return nullptr;
+}
+
+/* A job_types or queues argument, unpacked once. */
+struct Filter {
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int count = -1; /* -1: any */
+
+	explicit Filter(ArrayType *array)
+	{
+		if (array != nullptr)
+			deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	}
+
+	/* Matches is `value = ANY (array)` under `collation`, as in SQL. */
+	bool Matches(Datum value, Oid collation) const
+	{
+		if (count < 0)
+			return true;
+		for (int i = 0; i < count; i++)
+			if (!nulls[i] && DatumGetBool(DirectFunctionCall2Coll(texteq, collation, value, elems[i])))
+				return true;
+		return false;
+	}
+};
+
+/* Qualifies answers whether the row in `slot` is one the pick statement
+ * selects: READY, not delayed, of a wanted type and queue, at or past the
+ * start key. */
+bool
+Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &queues, TupleTableSlot *slot)
+{
+	bool isnull;
+	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
+	    DatumGetBool(slot_getattr(slot, l.delayed, &isnull)))
+		return false;
+	wake::PickKey key = wake::KeyOf(DatumGetInt32(slot_getattr(slot, l.from[kPriority], &isnull)),
+	                                DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull)));
+	if (wake::Less(key, r.start))
+		return false;
+	return types.Matches(slot_getattr(slot, l.from[kJobType], &isnull), l.job_type_collation) &&
+	       queues.Matches(slot_getattr(slot, l.from[kQueue], &isnull), l.queue_collation);
+}
+
+/* EmitClaim hands out the job locked in `slot` as the claim makes it. */
+void
+EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, void *arg)
+{
+	slot_getallattrs(slot);
+	Datum values[kOut + 1];
+	bool nulls[kOut + 1];
+	pg_uuid_t token;
+	ItemPointerData ctid = slot->tts_tid;
+	for (int i = 0; i < kOut; i++) {
+		nulls[i] = false;
+		switch (kColumns[i].picked) {
+		case Picked::kColumn:
+			values[i] = slot->tts_values[l.from[i] - 1];
+			nulls[i] = slot->tts_isnull[l.from[i] - 1];
+			break;
+		case Picked::kRunning:
+			values[i] = ObjectIdGetDatum(l.running);
+			break;
+		case Picked::kNextAttempt:
+			values[i] = Int32GetDatum(DatumGetInt32(slot->tts_values[l.from[i] - 1]) + 1);
+			break;
+		case Picked::kAt:
+			values[i] = TimestampTzGetDatum(r.at);
+			break;
+		case Picked::kWorker:
+			values[i] = r.worker;
+			break;
+		case Picked::kToken:
+			lease_token::New(&token);
+			values[i] = UUIDPGetDatum(&token);
+			break;
+		case Picked::kNull:
+			values[i] = Datum(0);
+			nulls[i] = true;
+			break;
+		}
+	}
+	values[kOut] = PointerGetDatum(&ctid);
+	nulls[kOut] = false;
+	emit(arg, values, nulls);
+}
+
+/* StartKey is the index condition (-priority, id) >= start, a row
+ * comparison whose members carry btree's comparison function. */
+void
+StartKey(const wake::PickKey &start, ScanKeyData *header, ScanKeyData members[2])
+{
+	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid,
+	                       F_BTINT8CMP, Int64GetDatum(start.neg_priority));
+	ScanKeyEntryInitialize(&members[1], SK_ROW_MEMBER | SK_ROW_END, 2, BTGreaterEqualStrategyNumber, INT8OID,
+	                       InvalidOid, F_BTINT8CMP, Int64GetDatum(start.id));
+	MemSet(header, 0, sizeof(ScanKeyData));
+	header->sk_flags = SK_ROW_HEADER;
+	header->sk_attno = 1;
+	header->sk_strategy = BTGreaterEqualStrategyNumber;
+	header->sk_argument = PointerGetDatum(members);
+}
+
+/* LockAndEmit walks `index` from the request's start and locks up to its
+ * limit of qualifying rows under `snapshot`, answering how many. */
+uint64
+LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Snapshot snapshot, Emit emit, void *arg)
+{
+	Filter types(r.job_types), queues(r.queues);
+	ScanKeyData key, members[2];
+	StartKey(r.start, &key, members);
+	IndexScanDesc scan = compat::IndexBeginScan(live, index, snapshot, 1);
+	index_rescan(scan, &key, 1, nullptr, 0);
+	TupleTableSlot *seen = table_slot_create(live, nullptr);
+	TupleTableSlot *locked = table_slot_create(live, nullptr);
+	CommandId cid = GetCurrentCommandId(true);
+	uint64 n = 0;
+	while (n < static_cast<uint64>(r.limit) && index_getnext_slot(scan, ForwardScanDirection, seen)) {
+		CHECK_FOR_INTERRUPTS();
+		if (!Qualifies(l, r, types, queues, seen))
+			continue;
+		/* table_tuple_lock moves the tid on to the version it locks. */
+		ItemPointerData tid = seen->tts_tid;
+		TM_FailureData tmfd;
+		TM_Result result = table_tuple_lock(live, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
+		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		/* Passed over, as by LockRows: a row another transaction holds, or
+		 * deleted, or a version this command cannot lock; and a version newer
+		 * than the snapshot's that no longer qualifies, which stays locked. */
+		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked))) {
+			EmitClaim(l, r, locked, emit, arg);
+			n++;
+		}
+		ExecClearTuple(locked);
+	}
+	ExecDropSingleTupleTableSlot(locked);
+	ExecDropSingleTupleTableSlot(seen);
+	index_endscan(scan);
+	return n;
+}
+
+} // namespace
+
+bool
+Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *count)
+{
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	Tables tables;
+	if (!OpenTables(namespace_id, RowShareLock, &tables, false))
+		return false;
+	Relation live = tables.live;
+	Layout layout;
+	Relation index = nullptr;
+	if (FindLayout(live, out_desc, &layout))
+		index = OpenPickIndex(namespace_id, live, layout);
+	if (index == nullptr) {
+		tables.Close();
+		return false;
+	}
+	/* A statement of its own, as SPI runs the pick: the claims an earlier
+	 * pickup of this transaction left unwritten are written first, and a new
+	 * snapshot sees them and every earlier write of this transaction. */
+	deferred_claims::WriteAll();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	*count = LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	tables.Close();
+	return true;
+}
+
+} // namespace pqrun::pick_direct

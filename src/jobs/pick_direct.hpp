@@ -1,0 +1,47 @@
+/* src/jobs/pick_direct.hpp — a pickup's locking scan below the executor.
+ *
+ * A pickup whose claims are deferred (deferred_claims.hpp) only locks its
+ * jobs: through SQL that is a statement (plan lookup, executor start of a
+ * Limit, LockRows and IndexScan, projection) costing more than the scan
+ * itself, run for every pickup. The common case walks job_live_pick with
+ * the index access method and locks each row as LockRows does for FOR
+ * UPDATE SKIP LOCKED in READ COMMITTED: a row locked by another transaction
+ * is passed over, a row updated since the scan's snapshot is locked in its
+ * newest version, which is handed out only if it still qualifies.
+ *
+ * Where direct_rows::OpenTables declines (what only the executor enforces,
+ * REPEATABLE READ and above, where such an update is a serialization failure
+ * and SERIALIZABLE takes predicate locks: see there) or job_live_pick is not
+ * the index pqrun created, nothing is locked here and the SQL statement
+ * picks.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+#include "xact/wake.hpp"
+
+namespace pqrun::pick_direct {
+
+/* What a pickup asks for: jobs of `job_types` and `queues` (nullptr: any),
+ * from pickup key `start` on, at most `limit`, claimed at `at` by `worker`
+ * (text). */
+struct Request {
+	Datum worker;
+	int32 limit;
+	ArrayType *job_types;
+	ArrayType *queues;
+	wake::PickKey start;
+	TimestampTz at;
+};
+
+/* Emit receives each locked job as the locking pick statement's row
+ * (pick.cpp, LOCK_PICK): the pqrun.jobs columns of its claim, then the
+ * row's ctid. */
+using Emit = void (*)(void *arg, const Datum *values, const bool *nulls);
+
+/* Pick locks the jobs of `request` in pickup-key order and emits them as
+ * rows of `out_desc` (pqrun.jobs) plus ctid, setting `count`. Answers
+ * false, having locked and emitted nothing, when the SQL path must pick. */
+bool Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *count);
+
+} // namespace pqrun::pick_direct

@@ -1,0 +1,76 @@
+/* src/jobs/queue.hpp — the transactional job lifecycle.
+ *
+ * Every function here runs inside the caller's transaction, must be called
+ * while connected to SPI, and raises PostgreSQL errors (with the SQLSTATEs of
+ * API.md) for bad input or a lost lease. Strings are palloc'd C strings or
+ * text datums in the current memory context.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace pqrun::queue {
+
+/* Arguments of pqrun.enqueue, in its SQL argument order. */
+enum EnqueueArg {
+	kJobType,
+	kPayload,
+	kPriority,
+	kRunAfter,
+	kMaxAttempts,
+	kTimeoutSeconds,
+	kDedupeKey,
+	kQueue,
+	kDependsOn,
+	kFifoKey,
+	kEnqueueArgCount
+};
+
+struct EnqueueArgs {
+	Datum value[kEnqueueArgCount];
+	bool isnull[kEnqueueArgCount];
+};
+
+/* SetEnqueueDefaults fills args with the SQL defaults of pqrun.enqueue
+ * (job_type NULL); jsonb/text values are allocated in the current context. */
+void SetEnqueueDefaults(EnqueueArgs *args);
+
+/* RunAfter answers a job's run_after: now() when it is NULL. */
+TimestampTz RunAfter(const EnqueueArgs &args);
+
+/* Enqueue validates and writes one job, answering its id (or the id of the
+ * unfinished job that already holds its dedupe key). `element` > 0 names the
+ * enqueue_batch element in error messages. */
+int64 Enqueue(const EnqueueArgs &args, int element);
+
+/* EnqueueBatch writes the jobs of enqueue_batch's JSON array and appends
+ * their ids (bigint rows) to `out`, in element order. */
+void EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc);
+
+/* PickUp claims up to batch_size runnable jobs for worker_id, waiting up to
+ * wait_ms for one to appear, and appends them (as pqrun.jobs rows) to `out`. */
+uint64 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
+              Tuplestorestate *out, TupleDesc out_desc);
+
+/* AwaitJobs waits up to wait_ms for a runnable job matching the filters,
+ * committing before each sleep so no snapshot is held while waiting.
+ * Needs a non-atomic SPI connection (CALL). */
+bool AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms);
+
+/* The mark functions take a NULL lease (Datum 0 with has_lease false) to
+ * skip fencing. */
+void MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease);
+/* MarkDoneBatch marks every job of job_ids done (fenced by the lease of the
+ * same position when lease_tokens is given) or raises as mark_done would,
+ * and answers how many it marked. */
+int32 MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens);
+const char *MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease,
+                      const Interval *retry_after);
+void Heartbeat(int64 job_id, Datum lease, bool has_lease);
+
+int32 ReapStale(const Interval *default_stale_after);
+bool Cancel(int64 job_id, const char *reason);
+bool Retry(int64 job_id);
+int64 Purge(const Interval *older_than, const char *statuses_literal);
+
+} // namespace pqrun::queue

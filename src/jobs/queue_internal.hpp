@@ -1,0 +1,82 @@
+/* src/jobs/queue_internal.hpp — what the job operations (enqueue.cpp,
+ * pick.cpp, finish.cpp, requeue.cpp, operate.cpp, queue.cpp) share with
+ * each other and with maintenance.cpp.
+ *
+ * Not part of the queue's interface (queue.hpp); SPI must be connected.
+ */
+#pragma once
+
+#include "pg/spi_plans.hpp"
+
+namespace pqrun::queue {
+
+namespace stmts {
+/* Whether FIFO group $1 has an unfinished job (queue.cpp). */
+extern spi::Statement kFifoBusy;
+} // namespace stmts
+
+/* JobState answers the status of job `job_id` (its row stays the last
+ * result: status, lease_token, fifo_key), raising P0002 for an unknown id. */
+char *JobState(int64 job_id);
+
+/* RaiseNotRunning explains why a mark/heartbeat matched no running job:
+ * unknown id (P0002), not running or stale lease (55000). */
+void RaiseNotRunning(int64 job_id, Datum lease, bool has_lease);
+
+/* CompareIds orders job ids for qsort and bsearch. */
+int CompareIds(const void *a, const void *b);
+
+/* LockGroupOf takes the FIFO group lock of unfinished job `job_id` if it
+ * belongs to a group, and answers whether it does. */
+bool LockGroupOf(int64 job_id);
+
+/* ClipError cuts an error or reason kept in last_error to its limit. */
+const char *ClipError(const char *error);
+
+/* FinishLive moves unfinished job `job_id` to job_done as `status`, whatever
+ * its state, then follows up. Answers false if it was not unfinished. */
+bool FinishLive(int64 job_id, const char *status, const char *outcome, const char *error);
+
+/* Result layout of every statement that makes jobs READY: queue, job_type,
+ * priority, id and, for some, delayed and run_after. */
+enum class ReadyRows { kReady, kMaybeDelayed };
+
+/* NoteRows reports each row of the last result as a job made READY (for
+ * wake-ups, NOTIFY and the pickup hint), or as a delayed one. */
+void NoteRows(uint64 n, ReadyRows layout);
+
+/* LockFifoGroup takes the transaction-level advisory lock of a FIFO group;
+ * see queue.cpp for the lock order. */
+void LockFifoGroup(const char *fifo_key);
+
+/* PromoteDue makes up to `limit` delayed jobs whose run_after has passed,
+ * optionally only of the given types and queues, runnable. */
+uint64 PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit);
+
+/* LearnNextDue looks up when the earliest delayed job falls due, records it
+ * as next_due unless a commit changed that from `seen` (read before this
+ * call) meanwhile, and answers it (DT_NOEND for none). */
+TimestampTz LearnNextDue(TimestampTz seen);
+
+/* NoteRemoved counts the finished jobs a purge or retention statement
+ * deleted (rows of queue, job_type, status, count) and answers how many. */
+int64 NoteRemoved(uint64 n);
+
+/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
+ * and heads its FIFO group; answers whether it did. */
+bool Release(int64 job_id);
+
+/* AfterFinish releases or cancels the dependents of a job that just
+ * finished with `status` and lets the next job of its FIFO group run. */
+void AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key);
+
+/* FinishRunning ends the running attempt of `job_id` (fenced by the lease
+ * when given) with `status`; raises if the job is not running. */
+void FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
+                   const char *error, Datum result, bool result_null);
+
+/* Requeue makes running job `job_id` READY again at `run_after` (delayed when
+ * in the future), its attempt ended with `outcome` and `error`. */
+void Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outcome);
+
+} // namespace pqrun::queue

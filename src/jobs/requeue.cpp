@@ -1,0 +1,151 @@
+/* src/jobs/requeue.cpp — a running job that did not finish: mark_error's
+ * retry, the reaper, and the heartbeat that keeps it from being reaped.
+ *
+ * A retry ends the running attempt into pqrun.attempt_log and makes the job
+ * READY again (delayed by its backoff); an attempt that was the last one
+ * finishes the job FAILED (finish.cpp). Orphan rescue (maintenance.cpp)
+ * ends attempts the same way.
+ */
+#include "jobs/queue.hpp"
+#include "jobs/queue_internal.hpp"
+
+#include "guc.hpp"
+#include "pg/spi_rows.hpp"
+#include "pure/backoff.hpp"
+#include "shmem/stats.hpp"
+
+namespace pqrun::queue {
+
+namespace stmts {
+
+spi::Statement kLockRunning{"lock running",
+                            "SELECT attempts, max_attempts FROM pqrun.job_live WHERE id = $1 AND status = 'RUNNING'"
+                            "   AND ($2::uuid IS NULL OR lease_token = $2) AND ($3 OR fifo_key IS NULL) FOR UPDATE",
+                            3,
+                            {INT8OID, UUIDOID, BOOLOID}};
+
+/* Ends the running attempt of job $1 with outcome $4 and error $3 and makes
+ * the job READY again at $2; the attempt goes to the history table. */
+spi::Statement kRequeue{
+    "requeue",
+    "WITH logged AS ("
+    "  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"
+    "  SELECT id, attempts, locked_at, pg_catalog.now(), locked_by, $4, $3 FROM pqrun.job_live"
+    "   WHERE id = $1 AND status = 'RUNNING')"
+    " UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
+    "   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"
+    "   holder_pid = NULL, " PQRUN_CLEAR_HOLDER_STARTED "updated_at = pg_catalog.now()"
+    " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after",
+    4,
+    {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}};
+
+spi::Statement kHeartbeat{
+    "heartbeat",
+    "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(),"
+    "   holder_pid = pg_catalog.pg_backend_pid(), " PQRUN_SET_HOLDER_STARTED "updated_at = pg_catalog.now()"
+    " WHERE id = $1 AND status = 'RUNNING' AND ($2::uuid IS NULL OR lease_token = $2) RETURNING id",
+    2,
+    {INT8OID, UUIDOID}};
+
+spi::Statement kStale{
+    "stale",
+    "SELECT id, fifo_key FROM pqrun.job_live"
+    " WHERE status = 'RUNNING'"
+    "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, "
+    "$1)"
+    " ORDER BY id",
+    1,
+    {INTERVALOID}};
+
+spi::Statement kLockStale{
+    "lock stale",
+    "SELECT attempts >= max_attempts FROM pqrun.job_live"
+    " WHERE id = $1 AND status = 'RUNNING'"
+    "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, "
+    "$2)"
+    " FOR UPDATE SKIP LOCKED",
+    2,
+    {INT8OID, INTERVALOID}};
+
+} // namespace stmts
+
+using namespace spi;
+
+void
+Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outcome)
+{
+	Datum values[4];
+	char nulls[5] = "    ";
+	values[0] = Int64GetDatum(job_id);
+	values[1] = TimestampTzGetDatum(run_after);
+	values[2] = TextOrNull(error, &nulls[2]);
+	values[3] = CStringGetTextDatum(outcome);
+	uint64 n = Exec(stmts::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
+	if (n > 0)
+		stats::Errored(ColText(0, 1), ColText(0, 2));
+	NoteRows(n, ReadyRows::kMaybeDelayed);
+}
+
+const char *
+MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
+{
+	error = ClipError(error);
+	Datum values[3] = {Int64GetDatum(job_id), lease, BoolGetDatum(false)};
+	char nulls[4] = {' ', has_lease ? ' ' : 'n', ' ', '\0'};
+	if (Exec(stmts::kLockRunning, values, nulls, SPI_OK_SELECT) == 0) {
+		values[2] = BoolGetDatum(true);
+		if (!LockGroupOf(job_id) || Exec(stmts::kLockRunning, values, nulls, SPI_OK_SELECT) == 0)
+			RaiseNotRunning(job_id, lease, has_lease);
+	}
+	bool isnull;
+	int32 attempts = DatumGetInt32(Col(0, 1, &isnull));
+	int32 max_attempts = DatumGetInt32(Col(0, 2, &isnull));
+
+	if (terminal || attempts >= max_attempts) {
+		FinishRunning(job_id, lease, has_lease, "FAILED", "failed", error, Datum(0), true);
+		return "FAILED";
+	}
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	TimestampTz run_after =
+	    retry_after ? DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+	                                                          PointerGetDatum(retry_after)))
+	                : now + backoff::DelayFor(guc::Backoff(), attempts);
+	Requeue(job_id, run_after, error, "retry");
+	return "READY";
+}
+
+void
+Heartbeat(int64 job_id, Datum lease, bool has_lease)
+{
+	Datum values[2] = {Int64GetDatum(job_id), lease};
+	char nulls[3] = {' ', has_lease ? ' ' : 'n', '\0'};
+	if (Exec(stmts::kHeartbeat, values, nulls, SPI_OK_UPDATE_RETURNING) == 0)
+		RaiseNotRunning(job_id, lease, has_lease);
+}
+
+int32
+ReapStale(const Interval *default_stale_after)
+{
+	Datum values[2] = {PointerGetDatum(default_stale_after), Datum(0)};
+	uint64 n = Exec(stmts::kStale, values, nullptr, SPI_OK_SELECT);
+	IdList stale = CopyIds(n, true);
+	const char *error = "timed out: no heartbeat within the stale window";
+	int32 reaped = 0;
+	for (uint64 i = 0; i < stale.count; i++) {
+		/* Group lock before the row lock; then make sure it is still stale
+		 * and not held by a worker finishing it right now. */
+		if (stale.labels[i])
+			LockFifoGroup(stale.labels[i]);
+		Datum lock_values[2] = {Int64GetDatum(stale.ids[i]), PointerGetDatum(default_stale_after)};
+		if (Exec(stmts::kLockStale, lock_values, nullptr, SPI_OK_SELECT) == 0)
+			continue;
+		if (ColBool(0, 1))
+			FinishRunning(stale.ids[i], Datum(0), false, "FAILED", "stale", error, Datum(0), true);
+		else
+			Requeue(stale.ids[i], GetCurrentTransactionStartTimestamp(), error, "stale");
+		reaped++;
+	}
+	return reaped;
+}
+
+} // namespace pqrun::queue

@@ -1,0 +1,124 @@
+/* src/pg/spi_plans.cpp — the plan cache of pqrun's SQL statements. */
+#include "pg/spi_plans.hpp"
+
+namespace pqrun::spi {
+
+namespace {
+
+/* What the statements say instead of each addition (spi_plans.hpp) until
+ * ALTER EXTENSION UPDATE has installed the function that came with it. */
+struct Addition {
+	const char *function;
+	const char *text;
+	const char *before;
+};
+constexpr Addition kAdditions[] = {
+    {"_lease_token", PQRUN_LEASE_TOKEN, "pg_catalog.gen_random_uuid()"},
+    {"_backend_started", PQRUN_SET_HOLDER_STARTED, ""},
+    {"_backend_started", PQRUN_CLEAR_HOLDER_STARTED, ""},
+    {"_backend_started", PQRUN_SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
+    {"_backend_started", PQRUN_SAME_HOLDER_STARTED, ""},
+};
+
+bool
+Installed(const char *function)
+{
+	return OidIsValid(
+	    LookupFuncName(list_make2(makeString(pstrdup("pqrun")), makeString(pstrdup(function))), 0, nullptr, true));
+}
+
+const char *
+ReplaceAll(const char *sql, const char *text, const char *with)
+{
+	StringInfoData out;
+	initStringInfo(&out);
+	for (const char *at; (at = strstr(sql, text)) != nullptr; sql = at + strlen(text)) {
+		appendBinaryStringInfo(&out, sql, static_cast<int>(at - sql));
+		appendStringInfoString(&out, with);
+	}
+	appendStringInfoString(&out, sql);
+	return out.data;
+}
+
+/* AsInstalled answers `sql` as the installed SQL objects can run it: `sql`
+ * itself when they are current. */
+const char *
+AsInstalled(const char *sql)
+{
+	for (const Addition &addition : kAdditions)
+		if (strstr(sql, addition.text) != nullptr && !Installed(addition.function))
+			sql = ReplaceAll(sql, addition.text, addition.before);
+	return sql;
+}
+
+SPIPlanPtr
+PlanFor(Statement &stmt)
+{
+	/* An adapted plan is given up as soon as ALTER EXTENSION UPDATE has
+	 * run: its statement would leave holder_started behind holder_pid. */
+	if (stmt.plan != nullptr && stmt.adapted && AsInstalled(stmt.sql) == stmt.sql) {
+		SPI_freeplan(stmt.plan);
+		stmt.plan = nullptr;
+	}
+	if (stmt.plan == nullptr) {
+		/* Generic plans: every statement is written so that its generic plan is
+		 * the right one, and re-planning on each call would cost more than
+		 * most of the statements take to run. */
+		const char *sql = AsInstalled(stmt.sql);
+		SPIPlanPtr plan = SPI_prepare_cursor(sql, stmt.nargs, stmt.argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == nullptr)
+			elog(ERROR, "pqrun: could not prepare \"%s\": %s", stmt.name, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "pqrun: could not keep plan \"%s\"", stmt.name);
+		stmt.plan = plan;
+		stmt.adapted = sql != stmt.sql;
+	}
+	return stmt.plan;
+}
+
+} // namespace
+
+void
+Connect()
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+}
+
+void
+Finish()
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "pqrun: SPI_finish failed");
+}
+
+uint64
+Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long count)
+{
+	int rc = SPI_execute_plan(PlanFor(stmt), values, nulls, false, count);
+	if (rc != expected_rc)
+		elog(ERROR, "pqrun: statement \"%s\" failed: %s", stmt.name, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+uint64
+ExecInto(Statement &stmt, Datum *values, const char *nulls, DestReceiver *dest)
+{
+	ParamListInfo params = makeParamList(stmt.nargs);
+	for (int i = 0; i < stmt.nargs; i++) {
+		ParamExternData &param = params->params[i];
+		param.value = values[i];
+		param.isnull = nulls != nullptr && nulls[i] == 'n';
+		param.pflags = PARAM_FLAG_CONST;
+		param.ptype = stmt.argtypes[i];
+	}
+	SPIExecuteOptions options{};
+	options.params = params;
+	options.dest = dest;
+	int rc = SPI_execute_plan_extended(PlanFor(stmt), &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "pqrun: statement \"%s\" failed: %s", stmt.name, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+} // namespace pqrun::spi

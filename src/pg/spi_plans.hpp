@@ -1,0 +1,52 @@
+/* src/pg/spi_plans.hpp — the plan cache of pqrun's SQL statements.
+ *
+ * Each operation's file defines the statements it runs, as spi::Statement
+ * objects in a namespace `stmts` beside the code that runs them. Their text
+ * is schema-qualified and takes values only as parameters. A statement is
+ * prepared on first use in each backend and its plan kept for the backend's
+ * lifetime; PostgreSQL's plan cache re-plans it after DDL (including
+ * DROP/CREATE EXTENSION). Callers must be connected to SPI.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+
+/* What later versions added to the statements. Until ALTER EXTENSION UPDATE
+ * has installed the function that came with an addition, the plan cache
+ * runs the statements without it (spi_plans.cpp, kAdditions): 0.3.0's lease
+ * token function, and 0.5.0's start of the session holding a running job
+ * (with job_live.holder_started, beside holder_pid). */
+#define PQRUN_LEASE_TOKEN "pqrun._lease_token()"
+#define PQRUN_SET_HOLDER_STARTED "holder_started = pqrun._backend_started(), "
+#define PQRUN_CLEAR_HOLDER_STARTED "holder_started = NULL, "
+#define PQRUN_SELECT_HOLDER_STARTED "holder_started AS started"
+#define PQRUN_SAME_HOLDER_STARTED " AND holder_started IS NOT DISTINCT FROM $3"
+
+namespace pqrun::spi {
+
+constexpr int kMaxArgs = 12;
+
+/* Statement is one SQL statement and this backend's kept plan of it. */
+struct Statement {
+	const char *name;
+	const char *sql;
+	int nargs;
+	Oid argtypes[kMaxArgs];
+	SPIPlanPtr plan = nullptr; /* in CacheMemoryContext */
+	bool adapted = false;      /* AsInstalled changed the statement */
+};
+
+/* Connect and Finish pair SPI_connect/SPI_finish, raising on failure. */
+void Connect();
+void Finish();
+
+/* Exec runs `stmt` with `values`/`nulls` (nulls as in SPI: ' ' or 'n'),
+ * raising an internal error unless SPI answers `expected_rc`. Returns
+ * SPI_processed; rows are in SPI_tuptable. */
+uint64 Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long count = 0);
+
+/* ExecInto runs the SELECT `stmt` like Exec but sends its rows to `dest` as
+ * the executor makes them, instead of copying them into SPI_tuptable. */
+uint64 ExecInto(Statement &stmt, Datum *values, const char *nulls, DestReceiver *dest);
+
+} // namespace pqrun::spi

@@ -1,0 +1,66 @@
+/* src/shmem/shmem.hpp — pqrun's shared memory: the launcher and one slot per
+ * database that has (or may have) a maintenance worker.
+ *
+ * Exists only when pqrun is in shared_preload_libraries; Shared() answers
+ * nullptr otherwise and every caller must cope with that.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+#include "shmem/wake_state.hpp"
+
+namespace pqrun::shmem {
+
+constexpr int kMaxDatabases = 64;
+
+/* Lifecycle of a database slot (README, "Background workers"):
+ *   kProbe      → the launcher should start a worker (at or after retry_at)
+ *   kStarting   → registered with the postmaster, not yet running
+ *   kRunning    → the worker is in its loop
+ *   kAbsent     → the worker found no pqrun in the database and left; the
+ *                 launcher remembers the database and frees the slot
+ *   kStepAside  → asked to leave (DROP DATABASE & co); probed again later
+ */
+enum class SlotState : uint8 { kFree, kProbe, kStarting, kRunning, kAbsent, kStepAside };
+
+struct DatabaseSlot {
+	Oid dboid;
+	SlotState state;
+	pid_t pid;
+	Latch *latch;
+	TimestampTz retry_at;     /* kProbe/kStepAside: not before this */
+	TimestampTz grace_until;  /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
+	uint32 registrations;     /* RegisterDatabase calls, so a running worker notices one */
+	wake::DatabaseState wake; /* kept by wake.cpp */
+};
+
+struct SharedState {
+	LWLock *lock;
+	pid_t launcher_pid;
+	Latch *launcher_latch;
+	/* Bumped when RegisterDatabase finds no free slot: the launcher then
+	 * probes again the databases it had found without pqrun. */
+	uint32 reprobe_epoch;
+	DatabaseSlot slots[kMaxDatabases];
+};
+
+/* ShmemSize / ShmemInit size and attach the slot table; the shared-memory
+ * hooks (hooks.cpp) call them with the LWLock tranche "pqrun" requested. */
+Size ShmemSize();
+void ShmemInit();
+
+/* Shared answers the shared state, or nullptr without preloading. */
+SharedState *Shared();
+
+/* WakeLauncher sets the launcher's latch (if any). Takes no lock. */
+void WakeLauncher();
+
+/* RegisterDatabase asks the launcher to start a worker for `dboid` now,
+ * allowing `grace_ms` for the registering transaction to commit. */
+void RegisterDatabase(Oid dboid, int grace_ms);
+
+/* StepAside asks the worker of `dboid` to exit and waits (up to a few
+ * seconds) until it has, so the database can be dropped, renamed or copied. */
+void StepAside(Oid dboid);
+
+} // namespace pqrun::shmem

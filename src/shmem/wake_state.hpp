@@ -1,0 +1,19 @@
+/* src/shmem/wake_state.hpp — what wake.cpp keeps per database in its slot of
+ * shared memory (shmem.hpp): plain data, no behaviour. */
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace pqrun::wake {
+
+struct DatabaseState {
+	/* When the earliest delayed job falls due: 0 unknown, DT_NOEND none. */
+	TimestampTz next_due;
+	/* The pickup hint: no READY job has a pickup key below it, when set. */
+	bool hint_set;
+	int64 hint_neg_priority;
+	int64 hint_id;
+	uint64 hint_gen;
+};
+
+} // namespace pqrun::wake

@@ -1,0 +1,604 @@
+/* src/xact/wake.cpp — commit-time NOTIFY and long-poll wake-ups.
+ *
+ * Local state lives in TopMemoryContext-free static arrays and is reset at
+ * the end of every transaction. The shared waiter table is indexed by the
+ * waiter's index in the PGPROC array; `waiting` counts registered waiters so
+ * that a commit with nobody waiting takes no lock at all.
+ */
+#include "xact/wake.hpp"
+
+#include "pg/boundary.hpp"
+#include "guc.hpp"
+#include "shmem/shmem.hpp"
+#include "shmem/stats.hpp"
+
+namespace pqrun::wake {
+
+namespace {
+
+constexpr int kMaxFilter = 4;
+constexpr int kMaxPending = 16;
+constexpr const char *kChannel = "pqrun_jobs";
+constexpr size_t kMaxPayload = BLCKSZ - NAMEDATALEN - 128; /* async.c's NOTIFY_PAYLOAD_MAX_LENGTH */
+
+struct Waiter {
+	bool in_use;
+	bool woken;
+	Oid dboid;
+	Latch *latch;
+	int ntypes; /* 0: any; -1: too many to track, treat as any */
+	int nqueues;
+	uint32 types[kMaxFilter];
+	uint32 queues[kMaxFilter];
+};
+
+struct WaiterTable {
+	LWLock *lock;
+	pg_atomic_uint32 waiting;
+	int size;
+	Waiter waiters[FLEXIBLE_ARRAY_MEMBER];
+};
+
+WaiterTable *table = nullptr;
+
+/* MyIndex answers this backend's entry in the waiter table, -1 when there is
+ * no table (no shared memory) or the backend has none. */
+int
+MyIndex()
+{
+	int index = table != nullptr && MyProc != nullptr ? compat::MyProcIndex() : -1;
+	return index >= 0 && index < table->size ? index : -1;
+}
+
+/* This backend's look began after a wake-up and has not finished: if it
+ * ends in an error, the wake-up is owed to another waiter. */
+bool look_owes_wake = false;
+
+/* What this transaction made runnable, by (queue, job_type) hash. */
+struct Pending {
+	uint32 queue;
+	uint32 type;
+	int64 count;
+};
+Pending pending[kMaxPending];
+int npending = 0;
+bool overflow = false; /* more pairs than tracked: wake everyone */
+
+/* What this transaction claimed, by (queue, job_type) hash and the
+ * transaction nesting level it was claimed at: READY again, and worth a
+ * wake-up, if that level rolls back. */
+struct Claimed {
+	Pending pair;
+	int level;
+};
+Claimed claimed[kMaxPending];
+int nclaimed = 0;
+int claimed_overflow_level = INT_MAX; /* claims beyond the table, from this level on */
+TimestampTz earliest_delayed = 0;
+
+/* Smallest pickup keys this transaction made READY (lowered into the hint at
+ * COMMIT) and left READY while locking or claiming them (lowered at ABORT,
+ * and at COMMIT for rows it only held). */
+constexpr PickKey kNoKey{INT64_MAX, INT64_MAX};
+PickKey ready_key = kNoKey;
+PickKey held_key = kNoKey;
+PickKey claimed_key = kNoKey;
+
+void
+KeepMin(PickKey *into, PickKey key)
+{
+	if (Less(key, *into))
+		*into = key;
+}
+
+/* MySlot answers this database's slot; caller holds shared->lock. */
+shmem::DatabaseSlot *
+MySlot(shmem::SharedState *shared)
+{
+	for (shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
+			return &s;
+	return nullptr;
+}
+
+/* UpdateMySlot runs update(slot) on this database's slot, if it has one,
+ * under the exclusive lock. */
+template <typename Update>
+void
+UpdateMySlot(Update update)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shmem::DatabaseSlot *slot = MySlot(shared))
+		update(*slot);
+	LWLockRelease(shared->lock);
+}
+
+/* A queue to notify at this transaction's commit, noted at transaction
+ * nesting level `level` (a rollback there takes it back). NOTIFY waits for
+ * the commit because PREPARE TRANSACTION refuses a transaction that has
+ * notified, and a queue name of 8000 bytes or more is sent as an empty
+ * payload, since NOTIFY refuses longer ones. */
+struct Notice {
+	uint32 hash;
+	int level;
+	char *queue;
+};
+List *notices = NIL; /* of Notice, in TopTransactionContext */
+
+uint32
+Hash(const char *s)
+{
+	return hash_bytes(reinterpret_cast<const unsigned char *>(s), strlen(s));
+}
+
+bool
+Matches(const Waiter &w, const Pending &p)
+{
+	bool type_ok = w.ntypes <= 0;
+	for (int i = 0; i < w.ntypes && !type_ok; i++)
+		type_ok = w.types[i] == p.type;
+	bool queue_ok = w.nqueues <= 0;
+	for (int i = 0; i < w.nqueues && !queue_ok; i++)
+		queue_ok = w.queues[i] == p.queue;
+	return type_ok && queue_ok;
+}
+
+void
+Reset()
+{
+	npending = 0;
+	notices = NIL; /* freed with the transaction */
+	overflow = false;
+	earliest_delayed = 0;
+	ready_key = held_key = claimed_key = kNoKey;
+	nclaimed = 0;
+	claimed_overflow_level = INT_MAX;
+}
+
+void
+LowerHintTo(PickKey key)
+{
+	if (!Less(key, kNoKey))
+		return;
+	LowerHint(key);
+}
+
+/* WakeWaiters sets the latches of up to `count` matching, not yet woken
+ * waiters of this database for each of the `n` entries of `wanted` (all of
+ * them when `all`), counting the entries down. */
+void
+WakeWaiters(Pending *wanted, int n, bool all)
+{
+	if (table == nullptr || pg_atomic_read_u32(&table->waiting) == 0)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < table->size; i++) {
+		Waiter &w = table->waiters[i];
+		if (!w.in_use || w.woken || w.dboid != MyDatabaseId)
+			continue;
+		bool wake = all;
+		for (int j = 0; j < n && !wake; j++) {
+			if (wanted[j].count > 0 && Matches(w, wanted[j])) {
+				wanted[j].count--;
+				wake = true;
+			}
+		}
+		if (wake) {
+			w.woken = true;
+			SetLatch(w.latch);
+		}
+	}
+	LWLockRelease(table->lock);
+}
+
+/* WakeForClaims wakes waiters for the claims made at nesting level `level`
+ * or deeper, which a rollback made READY again, and forgets them. */
+void
+WakeForClaims(int level)
+{
+	Pending wanted[kMaxPending];
+	int n = 0, kept = 0;
+	for (int i = 0; i < nclaimed; i++) {
+		if (claimed[i].level >= level)
+			wanted[n++] = claimed[i].pair;
+		else
+			claimed[kept++] = claimed[i];
+	}
+	nclaimed = kept;
+	bool all = claimed_overflow_level <= level;
+	if (all)
+		claimed_overflow_level = INT_MAX;
+	if (n > 0 || all)
+		WakeWaiters(wanted, n, all);
+}
+
+/* Overlap answers whether some job could match both filters (hashes, 0:
+ * any, -1: untracked). */
+bool
+Overlap(const uint32 *a, int na, const uint32 *b, int nb)
+{
+	if (na <= 0 || nb <= 0)
+		return true;
+	for (int i = 0; i < na; i++)
+		for (int j = 0; j < nb; j++)
+			if (a[i] == b[j])
+				return true;
+	return false;
+}
+
+void
+LowerNextDue()
+{
+	if (earliest_delayed == 0)
+		return;
+	/* Unknown stays unknown: older delayed jobs may exist (wake.hpp). */
+	UpdateMySlot([](shmem::DatabaseSlot &slot) {
+		if (slot.wake.next_due != 0 && earliest_delayed < slot.wake.next_due)
+			slot.wake.next_due = earliest_delayed;
+	});
+	/* A waiter may be sleeping past the new due time: let one re-time. */
+	WakeWaiters(nullptr, 0, true);
+}
+
+void
+FillFilter(ArrayType *array, uint32 *hashes, int *count)
+{
+	*count = 0;
+	if (array == nullptr)
+		return;
+	Datum *elems;
+	bool *nulls;
+	int n;
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n > kMaxFilter) {
+		*count = -1;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		hashes[i] = Hash(TextDatumGetCString(elems[i]));
+	*count = n;
+}
+
+} // namespace
+
+void
+AfterPreparedEnded()
+{
+	/* Whatever the prepared transaction made READY, or READY again by
+	 * rolling back, is unknown here: every waiter looks. */
+	WakeWaiters(nullptr, 0, true);
+	stats::InvalidateDatabase();
+}
+
+PickKey
+KeyOf(int32 priority, int64 id)
+{
+	return PickKey{-static_cast<int64>(priority), id};
+}
+
+void
+NoteHeld(PickKey key)
+{
+	KeepMin(&held_key, key);
+}
+
+void
+NoteClaimed(PickKey key, const char *queue, const char *job_type)
+{
+	KeepMin(&claimed_key, key);
+	int level = GetCurrentTransactionNestLevel();
+	Pending pair{Hash(queue), Hash(job_type), 1};
+	for (int i = 0; i < nclaimed; i++) {
+		if (claimed[i].level == level && claimed[i].pair.queue == pair.queue && claimed[i].pair.type == pair.type) {
+			claimed[i].pair.count++;
+			return;
+		}
+	}
+	if (nclaimed < kMaxPending)
+		claimed[nclaimed++] = Claimed{pair, level};
+	else
+		claimed_overflow_level = Min(claimed_overflow_level, level);
+}
+
+bool
+ReadHint(PickKey *key, uint64 *gen)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	shmem::DatabaseSlot *slot = MySlot(shared);
+	if (slot) {
+		*gen = slot->wake.hint_gen;
+		if (slot->wake.hint_set)
+			*key = PickKey{slot->wake.hint_neg_priority, slot->wake.hint_id};
+	}
+	LWLockRelease(shared->lock);
+	/* What this transaction made READY is lowered into the hint only at
+	 * COMMIT, but it may pick it up itself before that. */
+	KeepMin(key, ready_key);
+	KeepMin(key, held_key);
+	return slot != nullptr;
+}
+
+void
+ResetDatabase()
+{
+	UpdateMySlot([](shmem::DatabaseSlot &slot) {
+		slot.wake.hint_set = false;
+		slot.wake.hint_gen++;
+		slot.wake.next_due = 0;
+	});
+}
+
+void
+RaiseHint(uint64 gen, PickKey key)
+{
+	UpdateMySlot([gen, key](shmem::DatabaseSlot &slot) {
+		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
+		if (slot.wake.hint_gen == gen && (!slot.wake.hint_set || Less(current, key))) {
+			slot.wake.hint_neg_priority = key.neg_priority;
+			slot.wake.hint_id = key.id;
+			slot.wake.hint_set = true;
+		}
+	});
+}
+
+void
+LowerHint(PickKey key)
+{
+	UpdateMySlot([key](shmem::DatabaseSlot &slot) {
+		slot.wake.hint_gen++;
+		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
+		if (slot.wake.hint_set && Less(key, current)) {
+			slot.wake.hint_neg_priority = key.neg_priority;
+			slot.wake.hint_id = key.id;
+		}
+	});
+}
+
+void
+NoteReady(const char *queue, const char *job_type, PickKey key)
+{
+	KeepMin(&ready_key, key);
+	const int64 count = 1;
+	uint32 queue_hash = Hash(queue);
+	if (pqrun_notify) {
+		/* The first queues are looked up here, so that a batch does not note
+		 * its queue per job; NOTIFY itself folds the duplicates of others. */
+		bool seen = false;
+		for (int i = 0; i < list_length(notices) && i < kMaxPending && !seen; i++) {
+			const Notice *notice = static_cast<const Notice *>(list_nth(notices, i));
+			seen = notice->hash == queue_hash && strcmp(notice->queue, queue) == 0;
+		}
+		if (!seen) {
+			MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+			auto *notice = static_cast<Notice *>(palloc(sizeof(Notice)));
+			*notice = Notice{queue_hash, GetCurrentTransactionNestLevel(), pstrdup(queue)};
+			notices = lappend(notices, notice);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	uint32 type_hash = Hash(job_type);
+	for (int i = 0; i < npending; i++) {
+		if (pending[i].queue == queue_hash && pending[i].type == type_hash) {
+			pending[i].count += count;
+			return;
+		}
+	}
+	if (npending < kMaxPending)
+		pending[npending++] = Pending{queue_hash, type_hash, count};
+	else
+		overflow = true;
+}
+
+void
+NoteDelayed(TimestampTz run_after)
+{
+	if (earliest_delayed == 0 || run_after < earliest_delayed)
+		earliest_delayed = run_after;
+}
+
+bool
+Register(ArrayType *job_types, ArrayType *queues)
+{
+	int mine = MyIndex();
+	if (mine < 0)
+		return false;
+	/* A FATAL exit (pg_terminate_backend, say) skips PG_FINALLY: leave the
+	 * table on process exit too, or the next backend with this PGPROC would
+	 * inherit a registration and swallow wake-ups meant for others. */
+	static bool exit_hook_installed = false;
+	if (!exit_hook_installed) {
+		before_shmem_exit([](int, Datum) { Unregister(false); }, 0);
+		exit_hook_installed = true;
+	}
+	Waiter w{};
+	w.in_use = true;
+	w.dboid = MyDatabaseId;
+	w.latch = MyLatch;
+	FillFilter(job_types, w.types, &w.ntypes);
+	FillFilter(queues, w.queues, &w.nqueues);
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	if (!table->waiters[mine].in_use)
+		pg_atomic_fetch_add_u32(&table->waiting, 1);
+	table->waiters[mine] = w;
+	LWLockRelease(table->lock);
+	return true;
+}
+
+void
+Unregister(bool claimed_any)
+{
+	int mine = MyIndex();
+	if (mine < 0)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	Waiter &me = table->waiters[mine];
+	if (me.in_use) {
+		me.in_use = false;
+		pg_atomic_fetch_sub_u32(&table->waiting, 1);
+		/* The commit that woke us counted on us to take a job: we do not
+		 * know which, so every waiter that could take it looks. */
+		bool owed = (me.woken || look_owes_wake) && !claimed_any;
+		for (int i = 0; owed && i < table->size; i++) {
+			Waiter &w = table->waiters[i];
+			if (w.in_use && !w.woken && w.dboid == me.dboid && Overlap(w.types, w.ntypes, me.types, me.ntypes) &&
+			    Overlap(w.queues, w.nqueues, me.queues, me.nqueues)) {
+				w.woken = true;
+				SetLatch(w.latch);
+			}
+		}
+	}
+	LWLockRelease(table->lock);
+	look_owes_wake = false;
+}
+
+void
+LookDone()
+{
+	look_owes_wake = false;
+}
+
+void
+PrepareCheck()
+{
+	int mine = MyIndex();
+	if (mine < 0)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	look_owes_wake = table->waiters[mine].woken;
+	table->waiters[mine].woken = false;
+	LWLockRelease(table->lock);
+}
+
+TimestampTz
+NextDue()
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return 0;
+	TimestampTz due = 0;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
+			due = s.wake.next_due;
+	LWLockRelease(shared->lock);
+	return due;
+}
+
+void
+ReplaceNextDue(TimestampTz seen, TimestampTz due)
+{
+	UpdateMySlot([seen, due](shmem::DatabaseSlot &slot) {
+		if (slot.wake.next_due == seen)
+			slot.wake.next_due = due;
+	});
+}
+
+bool
+DelayedMayBeDue()
+{
+	TimestampTz due = NextDue();
+	return due == 0 || due <= GetCurrentTimestamp();
+}
+
+/* A rolled-back subtransaction makes its claims READY again right away. */
+void
+AtSubAbort()
+{
+	PickKey lowest = claimed_key;
+	KeepMin(&lowest, held_key);
+	LowerHintTo(lowest);
+	int level = GetCurrentTransactionNestLevel();
+	WakeForClaims(level);
+	ListCell *lc;
+	foreach (lc, notices)
+		if (static_cast<Notice *>(lfirst(lc))->level >= level)
+			notices = foreach_delete_current (notices, lc);
+}
+
+/* A committed subtransaction's claims now stand or fall with its parent. */
+void
+AtSubCommit()
+{
+	int level = GetCurrentTransactionNestLevel();
+	ListCell *lc;
+	foreach (lc, notices) {
+		auto *notice = static_cast<Notice *>(lfirst(lc));
+		notice->level = Min(notice->level, level - 1);
+	}
+	for (int i = 0; i < nclaimed; i++)
+		if (claimed[i].level >= level)
+			claimed[i].level = level - 1;
+	if (claimed_overflow_level >= level && claimed_overflow_level != INT_MAX)
+		claimed_overflow_level = level - 1;
+}
+
+void
+BeforeCommit()
+{
+	ListCell *lc;
+	foreach (lc, notices) {
+		const char *queue = static_cast<Notice *>(lfirst(lc))->queue;
+		Async_Notify(kChannel, strlen(queue) < kMaxPayload ? queue : "");
+	}
+	notices = NIL;
+}
+
+void
+AtCommit()
+{
+	/* Lower the hint before waking anyone, so the woken look low enough. */
+	KeepMin(&ready_key, held_key);
+	LowerHintTo(ready_key);
+	if (npending > 0 || overflow)
+		WakeWaiters(pending, npending, overflow);
+	LowerNextDue();
+	Reset();
+}
+
+void
+AtAbort()
+{
+	/* Claims and locks roll back: those rows are READY again. */
+	KeepMin(&claimed_key, held_key);
+	LowerHintTo(claimed_key);
+	WakeForClaims(0);
+	Reset();
+}
+
+void
+AtPrepare()
+{
+	/* A prepared transaction commits or aborts elsewhere, later: keep the
+	 * hint from ever passing what it touched. */
+	KeepMin(&ready_key, held_key);
+	KeepMin(&ready_key, claimed_key);
+	LowerHintTo(ready_key);
+	Reset();
+}
+
+Size
+ShmemSize()
+{
+	return add_size(offsetof(WaiterTable, waiters), mul_size(sizeof(Waiter), MaxBackends));
+}
+
+void
+ShmemInit()
+{
+	bool found;
+	table = static_cast<WaiterTable *>(ShmemInitStruct("pqrun waiters", ShmemSize(), &found));
+	if (!found) {
+		memset(table, 0, ShmemSize());
+		table->lock = &(GetNamedLWLockTranche("pqrun"))[1].lock;
+		pg_atomic_init_u32(&table->waiting, 0);
+		table->size = MaxBackends;
+	}
+}
+
+} // namespace pqrun::wake
