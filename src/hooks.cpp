@@ -39,14 +39,14 @@
  * Each hook enters the modules through GuardedEntry (boundary.hpp); the
  * next hook in the chain, and PostgreSQL's own function, run outside it.
  */
-#include "pg/boundary.hpp"
-#include "xact/deferred_claims.hpp"
+#include "hooks.hpp"
 #include "jobs/direct_rows.hpp"
 #include "jobs/expr_cache.hpp"
-#include "hooks.hpp"
-#include "xact/pickup_commit.hpp"
+#include "pg/boundary.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
+#include "xact/deferred_claims.hpp"
+#include "xact/pickup_commit.hpp"
 #include "xact/utility.hpp"
 #include "xact/wake.hpp"
 

@@ -4,10 +4,10 @@
  * shared_preload_libraries, requests shared memory and registers the
  * background launcher. Loaded any other way, the SQL API still works.
  */
-#include "bgw/bgw.hpp"
-#include "pg/boundary.hpp"
 #include "guc.hpp"
 #include "hooks.hpp"
+#include "bgw/bgw.hpp"
+#include "pg/boundary.hpp"
 
 #ifdef __GLIBC__
 #include <malloc.h>

@@ -4,12 +4,12 @@
  * cannot (SQLSTATE 22023 for bad values), runs the queue logic inside one
  * SPI connection and packs the result. Nothing else lives here.
  */
-#include "pure/backoff.hpp"
-#include "pg/boundary.hpp"
-#include "jobs/lease_token.hpp"
 #include "bgw/maintenance.hpp"
-#include "pg/spi_plans.hpp"
+#include "jobs/lease_token.hpp"
 #include "jobs/queue.hpp"
+#include "pg/boundary.hpp"
+#include "pg/spi_plans.hpp"
+#include "pure/backoff.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
 #include "xact/wake.hpp"
@@ -199,12 +199,11 @@ PQRUN_FUNCTION(pqrun_mark_error)
 	if (retry_after && IntervalUs(retry_after) > backoff::kMaxDelayUs)
 		RaiseInvalid("retry_after must be at most 100 years");
 	Connect();
-	const char *status =
-	    queue::MarkError(job_id, error, PG_GETARG_BOOL(2), PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
-	                     !PG_ARGISNULL(3), retry_after);
+	JobStatus status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2),
+	                                    PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3), !PG_ARGISNULL(3), retry_after);
 	Finish();
 	Oid status_type = get_fn_expr_rettype(fcinfo->flinfo);
-	return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
+	return DirectFunctionCall2(enum_in, CStringGetDatum(StatusName(status)), ObjectIdGetDatum(status_type));
 }
 
 PQRUN_FUNCTION(pqrun_heartbeat)

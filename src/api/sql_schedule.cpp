@@ -5,10 +5,10 @@
  * pqrun._run_every_next, not granted to PUBLIC). Each entry point unpacks its
  * arguments, calls schedule:: and packs the result, like sql_api.cpp.
  */
-#include "pg/boundary.hpp"
-#include "pg/spi_plans.hpp"
 #include "jobs/cron_zone.hpp"
 #include "jobs/schedule.hpp"
+#include "pg/boundary.hpp"
+#include "pg/spi_plans.hpp"
 
 namespace {
 

@@ -149,7 +149,7 @@ RescueOrphans()
 		if (Exec(stmts::kLockOrphan, values, nulls, SPI_OK_SELECT) == 0)
 			continue;
 		if (ColBool(0, 1))
-			FinishRunning(ids[i], Datum(0), false, "FAILED", "orphaned", error, Datum(0), true);
+			FinishRunning(ids[i], Datum(0), false, JobStatus::kFailed, "orphaned", error, Datum(0), true);
 		else
 			Requeue(ids[i], GetCurrentTransactionStartTimestamp(), error, "orphaned");
 		rescued++;
@@ -176,7 +176,7 @@ Run()
 	 * BLOCKED jobs with nothing left to wait for. */
 	IdList edges = CopyIds(Exec(stmts::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
 	for (uint64 i = 0; i < edges.count; i++)
-		AfterFinish(edges.ids[i], edges.labels[i], true, nullptr);
+		AfterFinish(edges.ids[i], ParseStatus(edges.labels[i]), true, nullptr);
 	IdList stranded = CopyIds(Exec(stmts::kStrandedBlocked, nullptr, nullptr, SPI_OK_SELECT), false);
 	for (uint64 i = 0; i < stranded.count; i++)
 		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;

@@ -8,10 +8,10 @@
  * transaction aborted, and the next round waits longer (up to a minute) so a
  * persistent error neither spins nor floods the log.
  */
-#include "bgw/bgw.hpp"
-#include "pg/boundary.hpp"
 #include "guc.hpp"
+#include "bgw/bgw.hpp"
 #include "bgw/maintenance.hpp"
+#include "pg/boundary.hpp"
 #include "shmem/shmem.hpp"
 
 namespace pqrun::bgw {

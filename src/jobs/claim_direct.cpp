@@ -43,8 +43,8 @@ FindColumns(Relation live)
 		c.claimed[c.nset++] = column.claim;
 	}
 	Oid status_type = TupleDescAttr(RelationGetDescr(live), c.status - 1)->atttypid;
-	c.ready = EnumLabel(status_type, "READY");
-	c.running = EnumLabel(status_type, "RUNNING");
+	c.ready = EnumLabel(status_type, JobStatus::kReady);
+	c.running = EnumLabel(status_type, JobStatus::kRunning);
 	return c;
 }
 

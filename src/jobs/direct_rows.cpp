@@ -154,8 +154,9 @@ RequireAttNum(Relation rel, const char *name)
 }
 
 Oid
-EnumLabel(Oid type_id, const char *label)
+EnumLabel(Oid type_id, JobStatus status)
 {
+	const char *label = StatusName(status);
 	Oid oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid, ObjectIdGetDatum(type_id), CStringGetDatum(label));
 	if (!OidIsValid(oid))
 		elog(ERROR, "pqrun: job_status has no label %s", label);

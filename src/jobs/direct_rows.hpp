@@ -9,6 +9,8 @@
 
 #include "pg/pg.hpp"
 
+#include "jobs/job_status.hpp"
+
 namespace pqrun::direct_rows {
 
 /* Tables are pqrun's two job tables, open for a write below the
@@ -55,8 +57,9 @@ void PreparingTransaction(bool preparing);
 AttrNumber FindAttNum(Relation rel, const char *name);
 AttrNumber RequireAttNum(Relation rel, const char *name);
 
-/* EnumLabel answers the oid of label `label` of enum type `type_id`. */
-Oid EnumLabel(Oid type_id, const char *label);
+/* EnumLabel answers the oid of the label of `status` in enum type `type_id`
+ * (pqrun.job_status). */
+Oid EnumLabel(Oid type_id, JobStatus status);
 
 /* RowWriter holds a table's indexes and constraints, as the executor checks
  * and fills them. Close ends the write with a statement boundary

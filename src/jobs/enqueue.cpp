@@ -12,11 +12,11 @@
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 
+#include "guc.hpp"
 #include "api/batch_input.hpp"
-#include "pg/boundary.hpp"
 #include "jobs/enqueue_direct.hpp"
 #include "jobs/job_row.hpp"
-#include "guc.hpp"
+#include "pg/boundary.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
@@ -287,7 +287,7 @@ InsertRunBySql(const PlainRun &run, int64 *ids)
 		if (ColBool(i, 2))
 			NoteNew(ColText(i, 5), ColText(i, 6), priority, ids[i], ColBool(i, 7),
 			        DatumGetTimestampTz(Col(i, 8, &isnull)));
-		else if (IsStatus(ColText(i, 4), "READY"))
+		else if (ParseStatus(ColText(i, 4)) == JobStatus::kReady)
 			wake::NoteHeld(wake::KeyOf(priority, ids[i])); /* the dedupe hit locked the holder */
 	}
 	SPI_freetuptable(SPI_tuptable);
@@ -365,7 +365,7 @@ Enqueue(const EnqueueArgs &args, int element)
 		uint64 nlive = Exec(stmts::kLockLiveDeps, dep_values, nullptr, SPI_OK_UPDATE_RETURNING);
 		for (uint64 i = 0; i < nlive; i++) {
 			bool isnull;
-			if (IsStatus(ColText(i, 3), "READY"))
+			if (ParseStatus(ColText(i, 3)) == JobStatus::kReady)
 				wake::NoteHeld(wake::KeyOf(DatumGetInt32(Col(i, 2, &isnull)), ColInt64(i, 1)));
 		}
 		IdList live = CopyIds(nlive, false);
@@ -381,8 +381,9 @@ Enqueue(const EnqueueArgs &args, int element)
 					if (finished.ids[j] != dep_ids[i])
 						continue;
 					found = true;
-					if (!IsStatus(finished.labels[j], "DONE") && cancel_reason == nullptr)
-						cancel_reason = psprintf("dependency %lld ended %s", (long long)dep_ids[i], finished.labels[j]);
+					JobStatus ended = ParseStatus(finished.labels[j]);
+					if (ended != JobStatus::kDone && cancel_reason == nullptr)
+						cancel_reason = psprintf("dependency %lld ended %s", (long long)dep_ids[i], StatusName(ended));
 				}
 				if (!found)
 					RaiseInvalid(psprintf("depends_on references unknown job %lld", (long long)dep_ids[i]), element);
@@ -428,7 +429,7 @@ Enqueue(const EnqueueArgs &args, int element)
 			blocked = true;
 	}
 
-	Datum values[12] = {CStringGetTextDatum(blocked ? "BLOCKED" : "READY"),
+	Datum values[12] = {CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady)),
 	                    BoolGetDatum(!blocked && run_after > now),
 	                    args.value[kPriority],
 	                    args.value[kMaxAttempts],
@@ -457,7 +458,7 @@ Enqueue(const EnqueueArgs &args, int element)
 		stats::Enqueued(queue, job_type);
 	else if (inserted)
 		NoteNew(queue, job_type, priority, id, run_after > now, run_after);
-	else if (IsStatus(ColText(0, 4), "READY"))
+	else if (ParseStatus(ColText(0, 4)) == JobStatus::kReady)
 		wake::NoteHeld(wake::KeyOf(priority, id)); /* the dedupe hit locked the holder */
 	if (inserted && pending_count > 0) {
 		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};

@@ -2,8 +2,8 @@
 #include "jobs/enqueue_direct.hpp"
 
 #include "jobs/direct_rows.hpp"
-#include "jobs/job_row.hpp"
 #include "jobs/expr_cache.hpp"
+#include "jobs/job_row.hpp"
 
 namespace pqrun::enqueue_direct {
 
@@ -37,7 +37,7 @@ FindLayout(Relation live, Layout *layout)
 			layout->set[i] = job_row::kColumns[c].enqueued;
 		}
 	}
-	layout->ready = EnumLabel(TupleDescAttr(desc, layout->index[job_row::kStatus])->atttypid, "READY");
+	layout->ready = EnumLabel(TupleDescAttr(desc, layout->index[job_row::kStatus])->atttypid, JobStatus::kReady);
 }
 
 /* Fill sets `values`/`nulls` to job `args`'s row, as the SQL path's INSERT

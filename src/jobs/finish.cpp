@@ -99,10 +99,10 @@ namespace {
  * of the last result: has_dependents, fifo_key, queue, job_type, old status,
  * locked_at, id). */
 void
-NoteFinished(const char *status, uint64 row = 0)
+NoteFinished(JobStatus status, uint64 row = 0)
 {
 	stats::Finished finished;
-	if (!stats::ParseFinished(status, &finished))
+	if (!stats::FinishedOf(status, &finished))
 		return;
 	bool isnull;
 	Datum locked_at = Col(row, 6, &isnull);
@@ -112,10 +112,10 @@ NoteFinished(const char *status, uint64 row = 0)
 
 /* NoteMoved counts a job finish_direct moved to job_done as `status`. */
 void
-NoteMoved(const finish_direct::Moved &moved, const char *status)
+NoteMoved(const finish_direct::Moved &moved, JobStatus status)
 {
 	stats::Finished finished;
-	if (stats::ParseFinished(status, &finished))
+	if (stats::FinishedOf(status, &finished))
 		stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
 }
 
@@ -133,7 +133,7 @@ AdvanceFifo(const char *fifo_key)
 /* FinishLive moves unfinished job `job_id` to job_done as `status`, whatever
  * its state, then follows up. Answers false if it was not unfinished. */
 bool
-FinishLive(int64 job_id, const char *status, const char *outcome, const char *error)
+FinishLive(int64 job_id, JobStatus status, const char *outcome, const char *error)
 {
 	LockGroupOf(job_id);
 	Datum edge_values[1] = {Int64GetDatum(job_id)};
@@ -143,7 +143,7 @@ FinishLive(int64 job_id, const char *status, const char *outcome, const char *er
 	values[0] = Int64GetDatum(job_id);
 	nulls[1] = 'n';
 	values[1] = Datum(0);
-	values[2] = CStringGetTextDatum(status);
+	values[2] = CStringGetTextDatum(StatusName(status));
 	values[3] = TextOrNull(outcome, &nulls[3]);
 	values[4] = TextOrNull(error, &nulls[4]);
 	nulls[5] = 'n';
@@ -176,20 +176,20 @@ Release(int64 job_id)
 /* AfterFinish releases or cancels the dependents of a job that just finished
  * with `status` and lets the next job of its FIFO group run. */
 void
-AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key)
+AfterFinish(int64 job_id, JobStatus status, bool has_dependents, const char *fifo_key)
 {
 	check_stack_depth();
 	if (has_dependents) {
 		Datum values[1] = {Int64GetDatum(job_id)};
 		IdList dependents = CopyIds(Exec(stmts::kTakeDependents, values, nullptr, SPI_OK_DELETE_RETURNING), false);
 		qsort(dependents.ids, dependents.count, sizeof(int64), CompareIds);
-		bool done = IsStatus(status, "DONE");
-		char *reason = done ? nullptr : psprintf("dependency %lld ended %s", (long long)job_id, status);
+		bool done = status == JobStatus::kDone;
+		char *reason = done ? nullptr : psprintf("dependency %lld ended %s", (long long)job_id, StatusName(status));
 		for (uint64 i = 0; i < dependents.count; i++) {
 			if (done)
 				Release(dependents.ids[i]);
 			else
-				FinishLive(dependents.ids[i], "CANCELLED", "cancelled", reason);
+				FinishLive(dependents.ids[i], JobStatus::kCancelled, "cancelled", reason);
 		}
 	}
 	if (fifo_key)
@@ -199,7 +199,7 @@ AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *f
 /* FinishRunning ends the running attempt of `job_id` (fenced by the lease
  * when given) with `status`; raises if the job is not running. */
 void
-FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome, const char *error,
+FinishRunning(int64 job_id, Datum lease, bool has_lease, JobStatus status, const char *outcome, const char *error,
               Datum result, bool result_null)
 {
 	finish_direct::Moved moved;
@@ -214,7 +214,7 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, con
 	values[0] = Int64GetDatum(job_id);
 	values[1] = lease;
 	nulls[1] = has_lease ? ' ' : 'n';
-	values[2] = CStringGetTextDatum(status);
+	values[2] = CStringGetTextDatum(StatusName(status));
 	values[3] = TextOrNull(outcome, &nulls[3]);
 	values[4] = TextOrNull(error, &nulls[4]);
 	values[5] = result;
@@ -234,7 +234,7 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, con
 void
 MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease)
 {
-	FinishRunning(job_id, lease, has_lease, "DONE", "done", nullptr, result, result_null);
+	FinishRunning(job_id, lease, has_lease, JobStatus::kDone, "done", nullptr, result, result_null);
 }
 
 int32
@@ -276,7 +276,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	IdList with_dependents{static_cast<int64 *>(palloc(sizeof(int64) * (n + 1))), nullptr, 0};
 	auto collect = [&](uint64 rows) {
 		for (uint64 i = 0; i < rows; i++) {
-			NoteFinished("DONE", i);
+			NoteFinished(JobStatus::kDone, i);
 			finished[nfinished++] = ColInt64(i, 7);
 			if (ColBool(i, 1))
 				with_dependents.ids[with_dependents.count++] = ColInt64(i, 7);
@@ -287,7 +287,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	auto *moved = static_cast<finish_direct::Moved *>(palloc(sizeof(finish_direct::Moved) * n));
 	int nmoved = finish_direct::FinishDeferred(n, ids, leases, moved);
 	for (int i = 0; i < nmoved; i++) {
-		NoteMoved(moved[i], "DONE");
+		NoteMoved(moved[i], JobStatus::kDone);
 		finished[nfinished++] = moved[i].id;
 		if (moved[i].has_dependents)
 			with_dependents.ids[with_dependents.count++] = moved[i].id;
@@ -296,7 +296,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	if (nfinished < static_cast<uint64>(n)) {
 		Datum values[6] = {PointerGetDatum(job_ids),
 		                   PointerGetDatum(lease_tokens),
-		                   CStringGetTextDatum("DONE"),
+		                   CStringGetTextDatum(StatusName(JobStatus::kDone)),
 		                   CStringGetTextDatum("done"),
 		                   Datum(0),
 		                   Datum(0)};
@@ -305,7 +305,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	}
 	qsort(with_dependents.ids, with_dependents.count, sizeof(int64), CompareIds);
 	for (uint64 i = 0; i < with_dependents.count; i++)
-		AfterFinish(with_dependents.ids[i], "DONE", true, nullptr);
+		AfterFinish(with_dependents.ids[i], JobStatus::kDone, true, nullptr);
 
 	/* The rest are FIFO group members (finished under their group lock) or
 	 * not running, which raises as mark_done does. */
@@ -313,8 +313,8 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	for (int i = 0; nfinished < static_cast<uint64>(n) && i < n; i++) {
 		int64 id = DatumGetInt64(ids[i]);
 		if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
-			FinishRunning(id, leases ? leases[i] : Datum(0), leases != nullptr, "DONE", "done", nullptr, Datum(0),
-			              true);
+			FinishRunning(id, leases ? leases[i] : Datum(0), leases != nullptr, JobStatus::kDone, "done", nullptr,
+			              Datum(0), true);
 		}
 	}
 	return n;

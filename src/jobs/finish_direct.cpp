@@ -1,9 +1,9 @@
 /* src/jobs/finish_direct.cpp — jobs finished below the executor. */
 #include "jobs/finish_direct.hpp"
 
-#include "xact/deferred_claims.hpp"
 #include "jobs/direct_rows.hpp"
 #include "jobs/job_row.hpp"
+#include "xact/deferred_claims.hpp"
 
 #include <cmath>
 
@@ -100,9 +100,9 @@ MakeLayout(Relation live, Relation done, Finish finish)
 	layout.live_locked_at = RequireAttNum(live, "locked_at");
 	layout.live_last_error = RequireAttNum(live, "last_error");
 	layout.status_type = TupleDescAttr(RelationGetDescr(live), layout.live_status - 1)->atttypid;
-	layout.ready = EnumLabel(layout.status_type, "READY");
-	layout.running = EnumLabel(layout.status_type, "RUNNING");
-	layout.done = EnumLabel(layout.status_type, "DONE");
+	layout.ready = EnumLabel(layout.status_type, JobStatus::kReady);
+	layout.running = EnumLabel(layout.status_type, JobStatus::kRunning);
+	layout.done = EnumLabel(layout.status_type, JobStatus::kDone);
 	return layout;
 }
 

@@ -20,6 +20,8 @@
 
 #include "pg/pg.hpp"
 
+#include "jobs/job_status.hpp"
+
 namespace pqrun::finish_direct {
 
 /* One job moved to job_done; queue and job_type are palloc'd copies. */
@@ -34,7 +36,7 @@ struct Moved {
 /* How a running attempt ends: status (DONE or FAILED), outcome, error
  * (nullptr keeps the row's last_error) and result. */
 struct Ending {
-	const char *status;
+	JobStatus status;
 	const char *outcome;
 	const char *error;
 	Datum result;

@@ -53,7 +53,7 @@ NoteRemoved(uint64 n)
 		stats::Finished finished;
 		int64 count = ColInt64(i, 4);
 		total += count;
-		if (stats::ParseFinished(ColText(i, 3), &finished))
+		if (stats::FinishedOf(ParseStatus(ColText(i, 3)), &finished))
 			stats::FinishedRemoved(ColText(i, 1), ColText(i, 2), finished, count);
 	}
 	return total;
@@ -62,19 +62,18 @@ NoteRemoved(uint64 n)
 bool
 Cancel(int64 job_id, const char *reason)
 {
-	char *status = JobState(job_id);
-	if (IsStatus(status, "DONE") || IsStatus(status, "FAILED") || IsStatus(status, "CANCELLED"))
+	if (IsFinished(JobState(job_id)))
 		return false;
-	return FinishLive(job_id, "CANCELLED", "cancelled", reason ? ClipError(reason) : "cancelled");
+	return FinishLive(job_id, JobStatus::kCancelled, "cancelled", reason ? ClipError(reason) : "cancelled");
 }
 
 bool
 Retry(int64 job_id)
 {
-	char *status = JobState(job_id);
+	JobStatus status = JobState(job_id);
 	char *fifo_key = ColText(0, 3);
 	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};
-	if (!IsStatus(status, "FAILED") && !IsStatus(status, "CANCELLED"))
+	if (status != JobStatus::kFailed && status != JobStatus::kCancelled)
 		return false;
 	if (Exec(stmts::kDedupeHolder, values, nullptr, SPI_OK_SELECT) > 0)
 		ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
@@ -86,10 +85,10 @@ Retry(int64 job_id)
 		Datum key[1] = {CStringGetTextDatum(fifo_key)};
 		blocked = Exec(stmts::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0;
 	}
-	values[1] = CStringGetTextDatum(blocked ? "BLOCKED" : "READY");
+	values[1] = CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady));
 	uint64 n = Exec(stmts::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING);
 	stats::Finished was;
-	if (n > 0 && stats::ParseFinished(status, &was))
+	if (n > 0 && stats::FinishedOf(status, &was))
 		stats::FinishedRemoved(ColText(0, 1), ColText(0, 2), was, 1);
 	if (!blocked)
 		NoteRows(n, ReadyRows::kReady);

@@ -9,17 +9,17 @@
  * its deadline; await_jobs does the same without claiming and without
  * holding a snapshot.
  */
-#include "pg/boundary.hpp"
-#include "xact/deferred_claims.hpp"
-#include "jobs/pick_direct.hpp"
-#include "jobs/job_row.hpp"
 #include "guc.hpp"
-#include "xact/pickup_commit.hpp"
+#include "jobs/job_row.hpp"
+#include "jobs/pick_direct.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
+#include "pg/boundary.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
+#include "xact/deferred_claims.hpp"
+#include "xact/pickup_commit.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::queue {

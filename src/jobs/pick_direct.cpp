@@ -1,10 +1,10 @@
 /* src/jobs/pick_direct.cpp — a pickup's locking scan below the executor. */
 #include "jobs/pick_direct.hpp"
 
-#include "xact/deferred_claims.hpp"
 #include "jobs/direct_rows.hpp"
 #include "jobs/job_row.hpp"
 #include "jobs/lease_token.hpp"
+#include "xact/deferred_claims.hpp"
 
 namespace pqrun::pick_direct {
 
@@ -55,8 +55,8 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
 	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID)
 		return false;
-	l->ready = EnumLabel(l->status_type, "READY");
-	l->running = EnumLabel(l->status_type, "RUNNING");
+	l->ready = EnumLabel(l->status_type, JobStatus::kReady);
+	l->running = EnumLabel(l->status_type, JobStatus::kRunning);
 	l->queue_collation = TupleDescAttr(desc, l->from[kQueue] - 1)->attcollation;
 	l->job_type_collation = TupleDescAttr(desc, l->from[kJobType] - 1)->attcollation;
 	return true;

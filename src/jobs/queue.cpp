@@ -61,13 +61,13 @@ LockFifoGroup(const char *fifo_key)
 
 /* JobState answers the status of job `job_id` (its row stays the last
  * result: status, lease_token, fifo_key), raising P0002 for an unknown id. */
-char *
+JobStatus
 JobState(int64 job_id)
 {
 	Datum values[1] = {Int64GetDatum(job_id)};
 	if (Exec(stmts::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
-	return ColText(0, 1);
+	return ParseStatus(ColText(0, 1));
 }
 
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
@@ -75,10 +75,11 @@ JobState(int64 job_id)
 void
 RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 {
-	char *status = JobState(job_id);
-	if (!IsStatus(status, "RUNNING"))
+	JobStatus status = JobState(job_id);
+	if (status != JobStatus::kRunning)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("job %lld is not running", (long long)job_id), errdetail("Its status is %s.", status)));
+		                errmsg("job %lld is not running", (long long)job_id),
+		                errdetail("Its status is %s.", StatusName(status))));
 	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 	                errmsg("lease token does not match the current lease of job %lld", (long long)job_id),
 	                errdetail("The job was reaped, cancelled or picked up again since this lease was issued.")));

@@ -1,13 +1,16 @@
-/* src/jobs/queue.hpp — the transactional job lifecycle.
+/* src/jobs/queue.hpp — the transactional job lifecycle: the operations of
+ * src/jobs/ that the SQL API and the maintenance round call.
  *
  * Every function here runs inside the caller's transaction, must be called
- * while connected to SPI, and raises PostgreSQL errors (with the SQLSTATEs of
- * API.md) for bad input or a lost lease. Strings are palloc'd C strings or
+ * while connected to SPI, and raises PostgreSQL errors (with the SQLSTATEs
+ * the README documents) for bad input or a lost lease. Strings are palloc'd C strings or
  * text datums in the current memory context.
  */
 #pragma once
 
 #include "pg/pg.hpp"
+
+#include "jobs/job_status.hpp"
 
 namespace pqrun::queue {
 
@@ -64,8 +67,9 @@ void MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool ha
  * same position when lease_tokens is given) or raises as mark_done would,
  * and answers how many it marked. */
 int32 MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens);
-const char *MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease,
-                      const Interval *retry_after);
+/* MarkError answers the job's new status: FAILED, or READY for a retry. */
+JobStatus MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease,
+                    const Interval *retry_after);
 void Heartbeat(int64 job_id, Datum lease, bool has_lease);
 
 int32 ReapStale(const Interval *default_stale_after);

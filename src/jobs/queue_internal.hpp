@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include "jobs/job_status.hpp"
 #include "pg/spi_plans.hpp"
 
 namespace pqrun::queue {
@@ -17,7 +18,7 @@ extern spi::Statement kFifoBusy;
 
 /* JobState answers the status of job `job_id` (its row stays the last
  * result: status, lease_token, fifo_key), raising P0002 for an unknown id. */
-char *JobState(int64 job_id);
+JobStatus JobState(int64 job_id);
 
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
  * unknown id (P0002), not running or stale lease (55000). */
@@ -35,7 +36,7 @@ const char *ClipError(const char *error);
 
 /* FinishLive moves unfinished job `job_id` to job_done as `status`, whatever
  * its state, then follows up. Answers false if it was not unfinished. */
-bool FinishLive(int64 job_id, const char *status, const char *outcome, const char *error);
+bool FinishLive(int64 job_id, JobStatus status, const char *outcome, const char *error);
 
 /* Result layout of every statement that makes jobs READY: queue, job_type,
  * priority, id and, for some, delayed and run_after. */
@@ -68,12 +69,12 @@ bool Release(int64 job_id);
 
 /* AfterFinish releases or cancels the dependents of a job that just
  * finished with `status` and lets the next job of its FIFO group run. */
-void AfterFinish(int64 job_id, const char *status, bool has_dependents, const char *fifo_key);
+void AfterFinish(int64 job_id, JobStatus status, bool has_dependents, const char *fifo_key);
 
 /* FinishRunning ends the running attempt of `job_id` (fenced by the lease
  * when given) with `status`; raises if the job is not running. */
-void FinishRunning(int64 job_id, Datum lease, bool has_lease, const char *status, const char *outcome,
-                   const char *error, Datum result, bool result_null);
+void FinishRunning(int64 job_id, Datum lease, bool has_lease, JobStatus status, const char *outcome, const char *error,
+                   Datum result, bool result_null);
 
 /* Requeue makes running job `job_id` READY again at `run_after` (delayed when
  * in the future), its attempt ended with `outcome` and `error`. */

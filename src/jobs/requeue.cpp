@@ -86,7 +86,7 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 
-const char *
+JobStatus
 MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
 {
 	error = ClipError(error);
@@ -102,8 +102,8 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 	int32 max_attempts = DatumGetInt32(Col(0, 2, &isnull));
 
 	if (terminal || attempts >= max_attempts) {
-		FinishRunning(job_id, lease, has_lease, "FAILED", "failed", error, Datum(0), true);
-		return "FAILED";
+		FinishRunning(job_id, lease, has_lease, JobStatus::kFailed, "failed", error, Datum(0), true);
+		return JobStatus::kFailed;
 	}
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after =
@@ -111,7 +111,7 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 	                                                          PointerGetDatum(retry_after)))
 	                : now + backoff::DelayFor(guc::Backoff(), attempts);
 	Requeue(job_id, run_after, error, "retry");
-	return "READY";
+	return JobStatus::kReady;
 }
 
 void
@@ -140,7 +140,7 @@ ReapStale(const Interval *default_stale_after)
 		if (Exec(stmts::kLockStale, lock_values, nullptr, SPI_OK_SELECT) == 0)
 			continue;
 		if (ColBool(0, 1))
-			FinishRunning(stale.ids[i], Datum(0), false, "FAILED", "stale", error, Datum(0), true);
+			FinishRunning(stale.ids[i], Datum(0), false, JobStatus::kFailed, "stale", error, Datum(0), true);
 		else
 			Requeue(stale.ids[i], GetCurrentTransactionStartTimestamp(), error, "stale");
 		reaped++;

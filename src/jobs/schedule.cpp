@@ -17,8 +17,8 @@
 #include "jobs/schedule.hpp"
 #include "pg/boundary.hpp"
 
-#include "jobs/cron_zone.hpp"
 #include "guc.hpp"
+#include "jobs/cron_zone.hpp"
 #include "jobs/queue.hpp"
 #include "pg/spi_plans.hpp"
 

@@ -79,10 +79,4 @@ Int8Array(const int64 *ids, int n)
 	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
-inline bool
-IsStatus(const char *status, const char *expected)
-{
-	return status && strcmp(status, expected) == 0;
-}
-
 } // namespace pqrun::spi

@@ -312,7 +312,7 @@ Rebuild(Unkept **unkept, int *nunkept)
 		bool isnull;
 		Finished status;
 		char *label = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
-		if (!ParseFinished(label, &status))
+		if (!FinishedOf(ParseStatus(label), &status))
 			continue;
 		Count &c = counts[ncounts++];
 		c.queue = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
@@ -353,17 +353,24 @@ Rebuild(Unkept **unkept, int *nunkept)
 } // namespace
 
 bool
-ParseFinished(const char *status, Finished *out)
+FinishedOf(JobStatus status, Finished *out)
 {
-	if (strcmp(status, "DONE") == 0)
+	switch (status) {
+	case JobStatus::kDone:
 		*out = Finished::kDone;
-	else if (strcmp(status, "FAILED") == 0)
+		return true;
+	case JobStatus::kFailed:
 		*out = Finished::kFailed;
-	else if (strcmp(status, "CANCELLED") == 0)
+		return true;
+	case JobStatus::kCancelled:
 		*out = Finished::kCancelled;
-	else
-		return false;
-	return true;
+		return true;
+	case JobStatus::kBlocked:
+	case JobStatus::kReady:
+	case JobStatus::kRunning:
+		break;
+	}
+	return false;
 }
 
 void

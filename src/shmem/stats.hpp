@@ -14,6 +14,8 @@
 
 #include "pg/pg.hpp"
 
+#include "jobs/job_status.hpp"
+
 namespace pqrun::stats {
 
 enum class Finished { kDone, kFailed, kCancelled };
@@ -26,8 +28,9 @@ void JobFinished(const char *queue, const char *job_type, Finished status, int64
 /* Stored finished jobs that went away (purge, retention) or came back (retry). */
 void FinishedRemoved(const char *queue, const char *job_type, Finished status, int64 count);
 
-/* Parses "DONE"/"FAILED"/"CANCELLED"; false for other statuses. */
-bool ParseFinished(const char *status, Finished *out);
+/* FinishedOf maps DONE, FAILED and CANCELLED to their counters; false for
+ * the other statuses. */
+bool FinishedOf(JobStatus status, Finished *out);
 
 void OnCommit();
 void OnAbort();

@@ -15,13 +15,13 @@
  */
 #include "xact/deferred_claims.hpp"
 
-#include "pg/boundary.hpp"
+#include "guc.hpp"
 #include "jobs/claim_direct.hpp"
 #include "jobs/job_row.hpp"
-#include "guc.hpp"
-#include "xact/pickup_commit.hpp"
+#include "pg/boundary.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
+#include "xact/pickup_commit.hpp"
 
 namespace pqrun::deferred_claims {
 

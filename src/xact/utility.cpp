@@ -18,8 +18,8 @@
  */
 #include "xact/utility.hpp"
 
-#include "xact/deferred_claims.hpp"
 #include "shmem/shmem.hpp"
+#include "xact/deferred_claims.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::utility {

@@ -7,8 +7,8 @@
  */
 #include "xact/wake.hpp"
 
-#include "pg/boundary.hpp"
 #include "guc.hpp"
+#include "pg/boundary.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
 
