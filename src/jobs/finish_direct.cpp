@@ -22,21 +22,24 @@ using Finish = Finished job_row::Column::*;
 constexpr Finish kFromClaim = &job_row::Column::from_claim;
 constexpr Finish kFromRunning = &job_row::Column::from_running;
 
-/* The supplied values, by Finished; null until set. */
+constexpr int kSources = static_cast<int>(Finished::kCount);
+
+/* Supplied holds what one finish writes for each source of job_row.hpp, as
+ * `supply(source, &value, &isnull)` answers: each finish's supply is a
+ * switch over every source, so a source job_row.hpp gains is a warning
+ * (-Wswitch; an error in the test builds) until each finish says what it
+ * is. */
 struct Supplied {
-	Datum value[static_cast<int>(Finished::kCount)];
-	bool null[static_cast<int>(Finished::kCount)];
+	Datum value[kSources];
+	bool null[kSources];
 
-	Supplied()
+	template <typename Supply> explicit Supplied(Supply supply)
 	{
-		for (int s = 0; s < static_cast<int>(Finished::kCount); s++)
-			Set(static_cast<Finished>(s), Datum(0), true);
-	}
-
-	void Set(Finished s, Datum v, bool isnull = false)
-	{
-		value[static_cast<int>(s)] = v;
-		null[static_cast<int>(s)] = isnull;
+		for (int s = 0; s < kSources; s++) {
+			value[s] = Datum(0);
+			null[s] = false;
+			supply(static_cast<Finished>(s), &value[s], &null[s]);
+		}
 	}
 };
 
@@ -156,15 +159,41 @@ BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datu
 	    !ln[layout.live_fifo_key - 1])
 		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	Supplied supplied;
-	supplied.Set(Finished::kStatus, ObjectIdGetDatum(layout.done));
-	supplied.Set(Finished::kAttempts, Int32GetDatum(DatumGetInt32(lv[layout.live_attempts - 1]) + 1));
-	supplied.Set(Finished::kDuration, Int32GetDatum(DurationMs(taken.at, now)));
-	supplied.Set(Finished::kLockedAt, TimestampTzGetDatum(taken.at));
-	supplied.Set(Finished::kNow, TimestampTzGetDatum(now));
-	supplied.Set(Finished::kToken, UUIDPGetDatum(&taken.claims.tokens[i]));
-	supplied.Set(Finished::kWorker, taken.worker);
-	supplied.Set(Finished::kOutcome, outcome);
+	int32 attempt = DatumGetInt32(lv[layout.live_attempts - 1]) + 1;
+	Supplied supplied([&](Finished source, Datum *value, bool *isnull) {
+		switch (source) {
+		case Finished::kStatus:
+			*value = ObjectIdGetDatum(layout.done);
+			break;
+		case Finished::kAttempts:
+			*value = Int32GetDatum(attempt);
+			break;
+		case Finished::kDuration:
+			*value = Int32GetDatum(DurationMs(taken.at, now));
+			break;
+		case Finished::kLockedAt:
+			*value = TimestampTzGetDatum(taken.at);
+			break;
+		case Finished::kNow:
+			*value = TimestampTzGetDatum(now);
+			break;
+		case Finished::kToken:
+			*value = UUIDPGetDatum(&taken.claims.tokens[i]);
+			break;
+		case Finished::kWorker:
+			*value = taken.worker;
+			break;
+		case Finished::kOutcome:
+			*value = outcome;
+			break;
+		case Finished::kResult: /* mark_done_batch gives none */
+		case Finished::kError:  /* not a claim's source: it keeps last_error */
+		case Finished::kKeep:   /* the live row's own column (FillDone) */
+		case Finished::kCount:
+			*isnull = true;
+			break;
+		}
+	});
 	FillDone(layout, supplied, live_slot, done_slot);
 	Describe(layout, live_slot, taken.at, out);
 }
@@ -282,17 +311,39 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	bool no_lock_time = ln[layout.live_locked_at - 1];
 	TimestampTz locked_at = no_lock_time ? now : DatumGetTimestampTz(lv[layout.live_locked_at - 1]);
-	Supplied supplied;
-	supplied.Set(Finished::kStatus, ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status)));
-	supplied.Set(Finished::kDuration, Int32GetDatum(DurationMs(locked_at, now)), no_lock_time);
-	supplied.Set(Finished::kNow, TimestampTzGetDatum(now));
-	supplied.Set(Finished::kOutcome, CStringGetTextDatum(ending.outcome));
-	if (ending.error)
-		supplied.Set(Finished::kError, CStringGetTextDatum(ending.error));
-	else
-		supplied.Set(Finished::kError, lv[layout.live_last_error - 1], ln[layout.live_last_error - 1]);
-	supplied.Set(Finished::kResult, ending.result, ending.result_null);
-
+	Supplied supplied([&](Finished source, Datum *value, bool *isnull) {
+		switch (source) {
+		case Finished::kStatus:
+			*value = ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status));
+			break;
+		case Finished::kDuration:
+			*value = Int32GetDatum(DurationMs(locked_at, now));
+			*isnull = no_lock_time;
+			break;
+		case Finished::kNow:
+			*value = TimestampTzGetDatum(now);
+			break;
+		case Finished::kOutcome:
+			*value = CStringGetTextDatum(ending.outcome);
+			break;
+		case Finished::kError:
+			*value = ending.error ? CStringGetTextDatum(ending.error) : lv[layout.live_last_error - 1];
+			*isnull = ending.error ? false : ln[layout.live_last_error - 1];
+			break;
+		case Finished::kResult:
+			*value = ending.result;
+			*isnull = ending.result_null;
+			break;
+		case Finished::kAttempts: /* not a running row's sources: */
+		case Finished::kLockedAt: /* it keeps what its claim wrote */
+		case Finished::kToken:
+		case Finished::kWorker:
+		case Finished::kKeep: /* the live row's own column (FillDone) */
+		case Finished::kCount:
+			*isnull = true;
+			break;
+		}
+	});
 	RowWriter writer(tables.done);
 	TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
 	FillDone(layout, supplied, live_slot, done_slot);
