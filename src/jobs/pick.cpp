@@ -39,13 +39,9 @@ namespace stmts {
 static_assert(job_row::SelectListIs(LIVE_AS_JOB, false, ""), "LIVE_AS_JOB must list job_row::kColumns");
 static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB must list job_row::kColumns");
 
-/* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
- * by job types $3 and queues $4, starting at pickup key ($5, $6) =
- * (-priority, id). The partial index job_live_pick yields rows already in
- * priority/id order, so the claim touches only the rows it returns plus the
- * ones other pickers hold. The claimed ids go through an array rather than a
- * join so that the (generic) plan updates them by primary key. */
-/* Claim the rows `candidates` selects for worker $1 at time `at`. */
+/* Claim the rows `candidates` selects for worker $1 at time `at`. The
+ * claimed ids go through an array rather than a join so that the (generic)
+ * plan updates them by primary key. */
 #define CLAIM(candidates, at)                                                                                          \
 	"WITH claimed AS ("                                                                                                \
 	"  UPDATE pqrun.job_live j"                                                                                        \
@@ -59,6 +55,11 @@ static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB mus
 
 static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set what job_row::kColumns says");
 
+/* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
+ * by job types $3 and queues $4, starting at pickup key ($5, $6) =
+ * (-priority, id). The partial index job_live_pick yields rows already in
+ * priority/id order, so the claim touches only the rows it returns plus the
+ * ones other pickers hold. */
 #define PICK(filter)                                                                                                   \
 	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
 	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                \
