@@ -40,6 +40,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'L0floor') > 0 AND count(*) FILTER (WHERE workload = 'W1') > 0 AS has_floor,
        count(*) FILTER (WHERE workload = 'W1') > 0 AS has_w1,
        count(*) FILTER (WHERE workload = 'W1b') > 0 AS has_w1b,
+       count(*) FILTER (WHERE workload = 'W1c') > 0 AS has_w1c,
        count(*) FILTER (WHERE workload = 'W2') > 0 AS has_w2,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
        count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
@@ -135,6 +136,20 @@ SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |', clients,
               fq(r('baseline', 'W1', clients), r('ceiling', 'L0', clients) / 2),
               fl('pqrun', 'W1', clients), fl('baseline', 'W1', clients))
   FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W1c -----------------------------------------------------------------------
+\if :has_w1c
+\echo '## W1c drain (mark_done_and_pickup: the last job finished and the next claimed, one transaction)'
+\echo ''
+\echo '| clients | pqrun W1c jobs/s | W1c / W1 | W1c / L0 | W1c / baseline W1 | p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W1c', clients)), fq(r('pqrun', 'W1c', clients), r('pqrun', 'W1', clients)),
+              fq(r('pqrun', 'W1c', clients), r('ceiling', 'L0', clients)),
+              fq(r('pqrun', 'W1c', clients), r('baseline', 'W1', clients)), fl('pqrun', 'W1c', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1c') c ORDER BY clients;
 \echo ''
 \endif
 

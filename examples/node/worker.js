@@ -8,7 +8,10 @@
 //
 // Each of the `concurrency` loops has its own pg.Client and repeats: a
 // long-poll pickup of one job of the registered types, the handler (with a
-// heartbeat timer while it runs), then mark_done or mark_error. All calls
+// heartbeat timer while it runs), then mark_done or mark_error. mark_done is
+// pqrun.mark_done_and_pickup: the same statement claims the loop's next job,
+// so a busy loop commits once per job and long-polls only when it gets
+// none (the claim is the loop's once that transaction committed). All calls
 // pass the job's lease_token, so a job that was reaped, rescued or cancelled
 // meanwhile cannot be finished twice: pqrun answers SQLSTATE 55000 instead.
 
@@ -23,6 +26,8 @@ const GRACE_OVER = Symbol('grace over');
 const PICKUP = 'SELECT * FROM pqrun.pickup($1, $2, $3, 1, $4::interval)';
 const HEARTBEAT = 'SELECT pqrun.heartbeat($1, $2)';
 const MARK_DONE = 'SELECT pqrun.mark_done($1, $2::jsonb, $3)';
+const MARK_DONE_AND_PICKUP =
+  'SELECT * FROM pqrun.mark_done_and_pickup($1, ARRAY[$2::bigint], ARRAY[$3::uuid], ARRAY[$4::jsonb], $5, $6, 1)';
 const MARK_ERROR = 'SELECT pqrun.mark_error($1, $2, $3, $4, $5::interval) AS status';
 const ENQUEUE = 'SELECT id FROM pqrun.enqueue_batch($1::jsonb) AS id';
 
@@ -206,11 +211,13 @@ class Worker {
   }
 
   async #loop(slot) {
-    while (!this.stopping) {
+    let next = null; // claimed with the last job's mark_done: ours already
+    while (next || !this.stopping) {
       try {
         slot.client ??= await this.#connect();
-        const job = await this.#pickup(slot);
-        if (job) await this.#run(slot, job);
+        const job = next ?? (await this.#pickup(slot));
+        next = null;
+        if (job) next = await this.#run(slot, job);
       } catch (err) {
         this.log('error', 'worker loop error, reconnecting', { worker: slot.workerId, error: err.message });
         const broken = slot.client;
@@ -299,7 +306,9 @@ class Worker {
       } else if (run.lost) {
         this.log('warn', 'lease lost, outcome dropped', { ...fields, ms });
       } else if (outcome.ok) {
-        if (await this.#markDone(slot, job, outcome.result, steps)) this.log('info', 'done', { ...fields, ms });
+        const done = await this.#markDone(slot, job, outcome.result, steps);
+        if (done) this.log('info', 'done', { ...fields, ms });
+        return done?.next ?? null;
       } else {
         const { err } = outcome;
         const terminal = err instanceof TerminalError || err?.terminal === true;
@@ -309,18 +318,29 @@ class Worker {
     } finally {
       slot.job = null;
     }
+    return null;
   }
 
   // BEGIN, the handler's follow-up enqueues and writes, mark_done, COMMIT:
-  // all of them or none. Returns false when the lease was lost meanwhile.
+  // all of them or none. Unless the worker is stopping, mark_done also
+  // claims the next job, which is answered as `next` once COMMIT returned.
+  // Returns false when the lease was lost meanwhile.
   async #markDone(slot, job, result, steps) {
     const c = slot.client;
+    const json = result === undefined ? null : JSON.stringify(result);
     await c.query('BEGIN');
     try {
       for (const step of steps) await step(c);
-      await c.query(MARK_DONE, [job.id, result === undefined ? null : JSON.stringify(result), job.lease_token]);
+      let next = null;
+      if (this.stopping) {
+        await c.query(MARK_DONE, [job.id, json, job.lease_token]);
+      } else {
+        const { rows } = await c.query(MARK_DONE_AND_PICKUP,
+          [slot.workerId, job.id, job.lease_token, json, [...this.handlers.keys()], this.queues]);
+        next = rows[0] ?? null;
+      }
       await c.query('COMMIT');
-      return true;
+      return { next };
     } catch (err) {
       await c.query('ROLLBACK').catch(() => {});
       if (LEASE_LOST.has(err.code)) {

@@ -188,6 +188,43 @@ PQRUN_FUNCTION(pqrun_mark_done_batch)
 	PG_RETURN_INT32(count);
 }
 
+/* One-dimensional array argument `argno`, or nullptr for SQL NULL. */
+ArrayType *
+OptionalArray(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		return nullptr;
+	ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(array) > 1)
+		RaiseInvalid(psprintf("%s must be a one-dimensional array", name));
+	return array;
+}
+
+PQRUN_FUNCTION(pqrun_mark_done_and_pickup)
+{
+	RequireArg(fcinfo, 0, "worker_id");
+	RequireArg(fcinfo, 6, "batch_size");
+	ArrayType *job_ids = OptionalArray(fcinfo, 1, "job_ids");
+	ArrayType *lease_tokens = OptionalArray(fcinfo, 2, "lease_tokens");
+	ArrayType *results = OptionalArray(fcinfo, 3, "results");
+	if (job_ids == nullptr && (lease_tokens || results))
+		RaiseInvalid("lease_tokens and results need job_ids");
+	ArrayType *job_types = OptionalTextArray(fcinfo, 4, "job_types");
+	ArrayType *queues = OptionalTextArray(fcinfo, 5, "queues");
+	int32 batch_size = PG_GETARG_INT32(6);
+	if (batch_size < 1)
+		RaiseInvalid(psprintf("batch_size must be at least 1, not %d", batch_size));
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	Connect();
+	/* The finish first: a stale lease raises (55000) before anything is
+	 * claimed. The pickup never waits, so the finish is never held back. */
+	if (job_ids)
+		queue::MarkDoneEach(job_ids, lease_tokens, results);
+	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, 0, rsinfo->setResult, rsinfo->setDesc);
+	Finish();
+	return Datum(0);
+}
+
 PQRUN_FUNCTION(pqrun_mark_error)
 {
 	int64 job_id = JobIdArg(fcinfo);

@@ -16,6 +16,8 @@
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
 
+#include <algorithm>
+
 namespace pqrun::queue {
 
 namespace stmts {
@@ -237,18 +239,29 @@ MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lea
 	FinishRunning(job_id, lease, has_lease, JobStatus::kDone, "done", nullptr, result, result_null);
 }
 
-int32
-MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
-{
+namespace {
+
+/* DoneList is the jobs of a mark_done_batch or a finish-and-claim: ids and
+ * lease tokens (nullptr: unfenced) as the caller gave them, in order. */
+struct DoneList {
 	Datum *ids;
-	bool *id_nulls;
+	Datum *leases;
 	int n;
-	deconstruct_array(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, &id_nulls, &n);
-	Datum *leases = nullptr;
-	bool *lease_nulls = nullptr;
+};
+
+/* ReadDoneList takes job_ids and lease_tokens apart, refusing (22023)
+ * nulls, duplicates and a lease_tokens of another length. */
+DoneList
+ReadDoneList(ArrayType *job_ids, ArrayType *lease_tokens)
+{
+	DoneList list{nullptr, nullptr, 0};
+	bool *id_nulls;
+	deconstruct_array(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &list.ids, &id_nulls, &list.n);
+	int n = list.n;
 	if (lease_tokens) {
 		int nleases;
-		deconstruct_array(lease_tokens, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &leases, &lease_nulls, &nleases);
+		bool *lease_nulls;
+		deconstruct_array(lease_tokens, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &list.leases, &lease_nulls, &nleases);
 		if (nleases != n)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("lease_tokens has %d elements, job_ids %d", nleases, n)));
@@ -261,13 +274,25 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	for (int i = 0; i < n; i++) {
 		if (id_nulls[i])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("job_ids must not contain nulls")));
-		sorted[i] = DatumGetInt64(ids[i]);
+		sorted[i] = DatumGetInt64(list.ids[i]);
 	}
 	qsort(sorted, n, sizeof(int64), CompareIds);
 	for (int i = 1; i < n; i++)
 		if (sorted[i] == sorted[i - 1])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("job_ids must not contain duplicates, %lld repeats", (long long)sorted[i])));
+	return list;
+}
+
+} // namespace
+
+int32
+MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
+{
+	DoneList list = ReadDoneList(job_ids, lease_tokens);
+	Datum *ids = list.ids;
+	Datum *leases = list.leases;
+	int n = list.n;
 	if (n == 0)
 		return 0;
 
@@ -318,6 +343,35 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 		}
 	}
 	return n;
+}
+
+int32
+MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *results)
+{
+	if (results == nullptr && ArrayGetNItems(ARR_NDIM(job_ids), ARR_DIMS(job_ids)) > 1)
+		return MarkDoneBatch(job_ids, lease_tokens);
+	DoneList list = ReadDoneList(job_ids, lease_tokens);
+	Datum *values = nullptr;
+	bool *nulls = nullptr;
+	if (results) {
+		int nresults;
+		deconstruct_array(results, JSONBOID, -1, false, TYPALIGN_INT, &values, &nulls, &nresults);
+		if (nresults != list.n)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("results has %d elements, job_ids %d", nresults, list.n)));
+	}
+	/* In id order, as every transaction that locks several jobs' rows. */
+	int *order = static_cast<int *>(palloc(sizeof(int) * (list.n + 1)));
+	for (int i = 0; i < list.n; i++)
+		order[i] = i;
+	std::sort(order, order + list.n,
+	          [&](int a, int b) { return DatumGetInt64(list.ids[a]) < DatumGetInt64(list.ids[b]); });
+	for (int k = 0; k < list.n; k++) {
+		int i = order[k];
+		MarkDone(DatumGetInt64(list.ids[i]), values ? values[i] : Datum(0), values ? nulls[i] : true,
+		         list.leases ? list.leases[i] : Datum(0), list.leases != nullptr);
+	}
+	return list.n;
 }
 
 } // namespace pqrun::queue

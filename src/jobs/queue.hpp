@@ -67,6 +67,11 @@ void MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool ha
  * same position when lease_tokens is given) or raises as mark_done would,
  * and answers how many it marked. */
 int32 MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens);
+/* MarkDoneEach marks every job of job_ids done (fenced by the lease, and
+ * with the result, of the same position when lease_tokens and results are
+ * given) as mark_done would, in id order, and answers how many; without
+ * results, several jobs are marked as MarkDoneBatch marks them. */
+int32 MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *results);
 /* MarkError answers the job's new status: FAILED, or READY for a retry. */
 JobStatus MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease,
                     const Interval *retry_after);

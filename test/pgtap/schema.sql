@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(191);
+SELECT plan(194);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -74,6 +74,10 @@ SELECT unnest(ARRAY[
 	 'batch_size integer DEFAULT 1, wait interval DEFAULT ''00:00:00''::interval'),
 	('mark_done', ARRAY['bigint', 'jsonb', 'uuid'], 'void',
 	 'job_id bigint, result jsonb DEFAULT NULL::jsonb, lease_token uuid DEFAULT NULL::uuid'),
+	('mark_done_and_pickup', ARRAY['text', 'bigint[]', 'uuid[]', 'jsonb[]', 'text[]', 'text[]', 'integer'],
+	 'setof pqrun.jobs',
+	 'worker_id text, job_ids bigint[], lease_tokens uuid[] DEFAULT NULL::uuid[], results jsonb[] DEFAULT NULL::jsonb[], '
+	 'job_types text[] DEFAULT NULL::text[], queues text[] DEFAULT NULL::text[], batch_size integer DEFAULT 1'),
 	('mark_error', ARRAY['bigint', 'text', 'boolean', 'uuid', 'interval'], 'pqrun.job_status',
 	 'job_id bigint, error text, terminal boolean DEFAULT false, lease_token uuid DEFAULT NULL::uuid, '
 	 'retry_after interval DEFAULT NULL::interval'),

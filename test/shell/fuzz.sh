@@ -309,6 +309,7 @@ INSERT INTO fuzz.allowed VALUES
 	('enqueue', '{22023,54000}'), ('enqueue_batch', '{22023,54000}'),
 	('pickup', '{22023}'), ('await_jobs', '{22023,2D000}'),
 	('mark_done', '{22023,P0002,55000}'), ('mark_done_batch', '{22023,P0002,55000}'),
+	('mark_done_and_pickup', '{22023,P0002,55000}'),
 	('mark_error', '{22023,P0002,55000}'), ('heartbeat', '{22023,P0002,55000}'),
 	('cancel', '{22023,P0002}'), ('retry', '{22023,P0002}'),
 	('purge', '{22023}'), ('reap_stale', '{22023}'), ('run_maintenance', '{}'),
@@ -704,6 +705,29 @@ SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch(ARRAY[{run1}, 
 SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch(ARRAY[{run1}, {done}])$$, '55000');
 SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch(ARRAY[{run1}, 999999999999])$$, 'P0002');
 SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch(ARRAY[-1]::bigint[], ARRAY[gen_random_uuid()])$$, 'P0002');
+-- mark_done_and_pickup: the finish is checked whole before anything is claimed
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup(NULL, NULL)$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL)$$, 'ok');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', '{}')$$, 'ok');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL, '{}')$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL, results => '{}')$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', '{NULL}')$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', '{{1}}')$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}, {run1}])$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}], ARRAY[{run1.tok}])$$, 'ok');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}], ARRAY[{run1.tok}], ARRAY['{"r": 1}'::jsonb])$$, 'ok');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}, {run2}], ARRAY[{run1.tok}, {run2.tok}], ARRAY[NULL, '{}'::jsonb])$$, 'ok');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}, {run2}], ARRAY[{run2.tok}, {run1.tok}])$$, '55000');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}], ARRAY[{run1.tok}, {run2.tok}])$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}], ARRAY[{run1.tok}], ARRAY['{}'::jsonb, '{}'])$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{run1}], ARRAY[gen_random_uuid()])$$, '55000');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{ready}])$$, '55000');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[{done}])$$, '55000');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', ARRAY[999999999999])$$, 'P0002');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL, job_types => '{}')$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL, queues => '{NULL}')$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL, batch_size => 0)$$, '22023');
+SELECT fuzz.add('mark_done_and_pickup', $$SELECT count(*) FROM pqrun.mark_done_and_pickup('fuzzer', NULL, batch_size => NULL)$$, '22023');
 SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch(ARRAY[[{run1}], [{run2}]])$$, '22023');
 SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch(ARRAY[{run1}, {run2}], ARRAY[[{run1.tok}], [{run2.tok}]])$$, '22023');
 SELECT fuzz.add('mark_done_batch', $$SELECT pqrun.mark_done_batch('[0:1]={{run1},{run2}}'::bigint[], ARRAY[{run1.tok}, {run2.tok}])$$);

@@ -17,8 +17,11 @@
 # job (timeout_seconds => 2, runs 4 s, heartbeats every 0.5 s) that is not
 # reaped; then SIGTERM: a short in-flight job finishes within the grace
 # period, a long one is released to READY, the waiting pickups are cancelled
-# and the process exits 0 within the grace period plus 2 s. Bounded: about
-# 20 s, every wait has a limit.
+# and the process exits 0 within the grace period plus 2 s. Then three
+# worker processes drain 400 jobs in waves, long-polling between them: each
+# job DONE after exactly one attempt, most claimed by the
+# mark_done_and_pickup of the job before them. Bounded: about 30 s, every
+# wait has a limit.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -168,6 +171,39 @@ check "nothing is left RUNNING" 0 "SELECT count(*) FROM pqrun.jobs WHERE status 
 check "the worker's connections are closed" 0 \
 	"SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-worker'"
 assert "the worker logged the release" grep -q "released job=$long " "$tmp/worker.log"
+
+echo "== exactly once: 3 worker processes x 2 loops drain 4 waves of 100 jobs, long-polling between waves"
+# Each loop marks a job done with mark_done_and_pickup, which claims its
+# next job in the same transaction; between waves every loop waits in a
+# long-poll pickup. Every job must end DONE after exactly one attempt.
+drainers=()
+for i in 1 2 3; do
+	(cd "$example" && PGDATABASE=$db exec node cli.js --handlers ./handlers.js --concurrency 2 --queues drain \
+		--wait '2 s' --grace-ms 2000) >"$tmp/drain$i.log" 2>&1 &
+	drainers+=($!)
+done
+sleep 1
+for wave in 1 2 3 4; do
+	q -c "SELECT count(pqrun.enqueue('greet', jsonb_build_object('wave', $wave, 'n', n), queue => 'drain'))
+	        FROM generate_series(1, 100) n" >/dev/null
+	sleep 1.5
+done
+wait_for 30 400 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'drain' AND status = 'DONE'" ||
+	{ echo "FAIL the drain did not finish"; violations=$((violations + 1)); }
+for pid in "${drainers[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+for pid in "${drainers[@]}"; do wait "$pid"; assert "a drain worker exits with status 0" [ $? = 0 ]; done
+check "every drain job is DONE after exactly one attempt" '400|1' \
+	"SELECT count(*) || '|' || max(attempts) FROM pqrun.jobs WHERE queue = 'drain' AND status = 'DONE'"
+check "every drain job has exactly one attempt in its history" '400|400' \
+	"SELECT count(*) || '|' || count(DISTINCT job_id) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id
+	  WHERE j.queue = 'drain'"
+check "all six loops took part" 6 "SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE queue = 'drain'"
+# A job claimed by mark_done_and_pickup was locked when its predecessor
+# finished: the same transaction, the same worker.
+chained=$(q -c "SELECT count(*) FROM pqrun.jobs n JOIN pqrun.jobs p ON p.queue = 'drain' AND p.locked_by = n.locked_by
+                 AND p.finished_at = n.locked_at AND p.id <> n.id WHERE n.queue = 'drain'")
+echo "     $chained of 400 jobs were claimed by the mark_done of the job before them"
+assert "most drain jobs were claimed by mark_done_and_pickup ($chained)" [ "${chained:-0}" -gt 100 ]
 
 echo "total: $(($(now_ms) - t0)) ms, $violations violation(s)"
 if [ $violations != 0 ]; then

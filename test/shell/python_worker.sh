@@ -6,7 +6,10 @@
 # successful jobs, retries with tracebacks, terminal failures, a handler
 # chain that commits (or rolls back) with its job, heartbeats that keep a job
 # longer than its timeout alive, and a graceful shutdown on SIGTERM that
-# finishes one in-flight job and releases another.
+# finishes one in-flight job and releases another; then three worker
+# processes drain 400 jobs in waves, long-polling between them, each job
+# DONE after exactly one attempt, most claimed by the mark_done_and_pickup of
+# the job before them.
 #
 # Needs psycopg 3 (Debian: python3-psycopg). Takes about 30 s, at most ~70 s.
 set -uo pipefail
@@ -213,6 +216,45 @@ check "its attempt is recorded as a retry" \
 check "nothing was picked up after SIGTERM" \
 	"SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $(job after-sigterm)" "READY 0"
 check "no job is left RUNNING" "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 0
+
+echo "-- exactly once: 3 worker processes x 2 loops drain 4 waves of 100 jobs, long-polling between waves"
+# Each loop marks a job done with mark_done_and_pickup, which claims its
+# next job in the same transaction; between waves every loop waits in a
+# long-poll pickup. Every job must end DONE after exactly one attempt.
+drainers=()
+cd "$repo/examples/python" || exit 1
+for i in 1 2 3; do
+	"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 2 --queues drain \
+		--poll-wait 2 --grace-period 3 --log-level INFO >"$work/drain$i.log" 2>&1 &
+	drainers+=($!)
+done
+cd - >/dev/null
+sleep 1
+for wave in 1 2 3 4; do
+	q "SELECT count(pqrun.enqueue('greet', jsonb_build_object('wave', $wave, 'n', n), queue => 'drain'))
+	     FROM generate_series(1, 100) n" >/dev/null
+	sleep 1.5
+done
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'drain' AND status = 'DONE'" 400 30 ||
+	fail "the drain did not finish"
+for pid in "${drainers[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+for pid in "${drainers[@]}"; do await_exit "$pid" 10; [ $rc = 0 ] || fail "a drain worker exited with $rc"; done
+check "every drain job is DONE after exactly one attempt" \
+	"SELECT count(*) || ' ' || max(attempts) FROM pqrun.jobs WHERE queue = 'drain' AND status = 'DONE'" "400 1"
+check "every drain job has exactly one attempt in its history" \
+	"SELECT count(*) || ' ' || count(DISTINCT job_id) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id
+	  WHERE j.queue = 'drain'" "400 400"
+check "all six loops took part" \
+	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE queue = 'drain'" 6
+# A job claimed by mark_done_and_pickup was locked when its predecessor
+# finished: the same transaction, the same worker.
+chained=$(q "SELECT count(*) FROM pqrun.jobs n JOIN pqrun.jobs p ON p.queue = 'drain' AND p.locked_by = n.locked_by
+             AND p.finished_at = n.locked_at AND p.id <> n.id WHERE n.queue = 'drain'")
+if [ "${chained:-0}" -gt 100 ]; then
+	echo "ok: $chained of 400 jobs were claimed by the mark_done of the job before them"
+else
+	fail "only ${chained:-0} of 400 jobs were claimed by mark_done_and_pickup"
+fi
 
 if [ $failures != 0 ]; then
 	echo "-- worker log (last 60 lines)"

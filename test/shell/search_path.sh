@@ -48,7 +48,7 @@
 #    and without a job, with mark_done_batch in the same statement, claims
 #    written at commit, by a read of pqrun.jobs, by a utility command, by
 #    PREPARE TRANSACTION, in a rolled-back savepoint), mark_done,
-#    mark_done_batch, mark_error (retry and terminal), heartbeat, fifo and
+#    mark_done_batch, mark_done_and_pickup, mark_error (retry and terminal), heartbeat, fifo and
 #    dependency release, CALL await_jobs, cancel, retry, purge, reap_stale,
 #    run_maintenance, _fire_due_schedules, schedule/unschedule, cron_next,
 #    metrics() and every view — in READ COMMITTED, REPEATABLE READ and
@@ -486,6 +486,15 @@ ROLLBACK TO SAVEPOINT s2;
 COMMIT;
 SET application_name = '$tag: mark_done_batch with leases';
 BEGIN ISOLATION LEVEL $iso;
+SELECT pqrun.mark_done_batch(:'ids', :'ls');
+COMMIT;
+SET application_name = '$tag: mark_done_and_pickup';
+BEGIN ISOLATION LEVEL $iso;
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease_token), '{}') AS ls
+  FROM pqrun.pickup('$t', job_types => '{$t}', batch_size => 2) \gset
+SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(lease_token), '{}') AS ls
+  FROM pqrun.mark_done_and_pickup('$t', :'ids', :'ls', ARRAY(SELECT '{}'::jsonb FROM pg_catalog.unnest(:'ids'::bigint[])),
+                                  job_types => '{$t}', batch_size => 2) \gset
 SELECT pqrun.mark_done_batch(:'ids', :'ls');
 COMMIT;
 SET application_name = '$tag: pickup; mark_done_batch in the txn';

@@ -355,12 +355,15 @@ class Producer(Client):
 
 PICK = ("SELECT id, attempts, lease_token::text, timeout_seconds FROM pqrun.pickup(%s, job_types => %s::text[], "
         "queues => %s::text[], batch_size => %s, wait => %s::interval)")
+DONE_PICK = ("SELECT id, attempts, lease_token::text, timeout_seconds FROM pqrun.mark_done_and_pickup(%s, %s::bigint[], "
+             "%s::uuid[], %s::jsonb[], job_types => %s::text[], queues => %s::text[], batch_size => %s)")
 
 
 class Consumer(Client):
     MODES = [  # (mode, weight)
         ("nowait", 10), ("nowait_batch", 8), ("wait", 14), ("wait_timeout", 6), ("wait_tx", 6),
         ("await", 8), ("tx_done", 8), ("one_statement", 6), ("repeatable_read", 7), ("savepoint", 5),
+        ("done_pick", 10),
     ]
 
     def __init__(self, i, seed):
@@ -449,6 +452,43 @@ class Consumer(Client):
     def op_wait_timeout(self):
         # statement_timeout lands during the wait (or during a look)
         self.autocommit_pick("wait_timeout", self.rnd.choice([1, 3]), "3 s", timeout_ms=self.rnd.randint(30, 700))
+
+    def op_done_pick(self):
+        """mark_done_and_pickup in autocommit: the jobs held ready are finished
+        and the next ones claimed by one statement; a stale lease (55000)
+        finishes nothing and claims nothing."""
+        r = self.rnd
+        ready = [h for h in self.held if h["hold_until"] <= now()]
+        group, seen = [], set()
+        for h in ready:
+            if h["id"] not in seen and len(group) < r.randint(0, 3):
+                seen.add(h["id"])
+                group.append(h)
+        ids = [h["id"] for h in group]
+        leases = [h["lease"] for h in group]
+        batch = r.choice([1, 1, 1, 2, 5])
+        types, queues = self.filters()
+        try:
+            rows = self.q(DONE_PICK, (self.worker, ids, leases, [json.dumps({"by": self.worker})] * len(ids),
+                                      types, queues, batch))
+        except psycopg.Error as e:
+            res = self.handle_error("mark_done_and_pickup", e, allowed=("55000",), inflight=batch)
+            if res == "lost":
+                for h in group:
+                    h["uncertain_mark"] = "done"
+            elif res == "55000":
+                count("mark_done_and_pickup 55000 (nothing claimed; then one by one)")
+                for h in group:
+                    if self.conn is not None:
+                        self.mark_one(h, "done", False)
+            return
+        count("mark_done_and_pickup ok")
+        for h in group:
+            marks.append(("done", h["id"], h["att"], h["lease"], "ok", self.worker))
+            self.resolve(h, "marked-done")
+        self.commit_claims(rows, self.path("done_pick"), False)
+        if not rows:
+            count("mark_done_and_pickup calls that claimed nothing")
 
     def in_tx(self, mode, body, iso="", finish_in_tx=False, allowed=()):
         """BEGIN [iso]; rows = body(); COMMIT or ROLLBACK. Claims count only

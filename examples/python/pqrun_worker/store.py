@@ -163,6 +163,21 @@ class PgJobStore:
         self._execute(conn, "SELECT pqrun.mark_done(%s, %s, lease_token => %s)",
                       [job.id, None if result is None else jsonb(result), job.lease_token])
 
+    def mark_done_and_pickup(self, job: Job, result: Any, worker_id: str, job_types: Optional[Sequence[str]] = None,
+                             queues: Optional[Sequence[str]] = None, batch_size: int = 1,
+                             *, conn: Optional[psycopg.Connection] = None) -> list[Job]:
+        """pqrun.mark_done_and_pickup: mark_done and a pickup that never waits,
+        in one statement. The jobs it answers are claimed only once the
+        transaction commits; none means: go back to a waiting pickup."""
+        rows = self._execute(
+            conn,
+            "SELECT * FROM pqrun.mark_done_and_pickup(%s, ARRAY[%s]::bigint[], ARRAY[%s]::uuid[], ARRAY[%s]::jsonb[],"
+            " job_types => %s::text[], queues => %s::text[], batch_size => %s)",
+            [worker_id, job.id, job.lease_token, None if result is None else jsonb(result),
+             list(job_types) if job_types else None, list(queues) if queues else None, batch_size],
+        ).fetchall()
+        return [Job.from_row(r) for r in rows]
+
     def mark_error(self, job: Job, error: str, terminal: bool = False, retry_after: Optional[float] = None,
                    *, conn: Optional[psycopg.Connection] = None) -> str:
         """Returns the job's new status: 'READY' (retried) or 'FAILED'."""

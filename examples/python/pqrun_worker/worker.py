@@ -4,7 +4,10 @@
 ``pqrun.pickup`` (the server wakes them when a job is committed), call the
 handler registered for the job's type and report the outcome:
 
-- the handler returns (a dict or None)  -> mark_done(result)
+- the handler returns (a dict or None)  -> mark_done(result), as
+  ``pqrun.mark_done_and_pickup``: the same statement claims the loop's next
+  job, so a busy loop commits once per job; only when it gets none does the
+  loop go back to a waiting pickup
 - it raises TerminalError                -> mark_error(terminal => true): FAILED
 - it raises anything else                -> mark_error(traceback): READY again
   with backoff (pqrun.backoff, or RetryLater(after=...)), FAILED when out of
@@ -289,41 +292,50 @@ class Worker:
         worker_id = f"{self.worker_id}/{n}"
         conn: Optional[psycopg.Connection] = None
         errors = 0
-        while not self._stop.is_set():
-            try:
-                if conn is None or conn.closed or conn.broken:
-                    conn = self.store.connect()
-                with self._lock:
-                    if self._stop.is_set():
-                        break
-                    self._polling[n] = conn
+        claimed: list[Job] = []  # claimed with the last job's mark_done: ours already
+        while claimed or not self._stop.is_set():
+            if claimed:
+                jobs, claimed = claimed, []
+            else:
                 try:
-                    jobs = self.store.pickup(worker_id, self.job_types, self.queues, wait=self.poll_wait, conn=conn)
-                finally:
+                    if conn is None or conn.closed or conn.broken:
+                        conn = self.store.connect()
                     with self._lock:
-                        self._polling.pop(n, None)
-                errors = 0
-            except psycopg.Error as exc:
-                if self._stop.is_set():
-                    break  # our own cancel at shutdown
-                errors += 1
-                delay = self.loop_error_policy.delay(errors)
-                log.warning("%s: pickup failed (%s); retrying in %gs", worker_id, exc, delay)
-                if conn is not None and conn.broken:
-                    conn.close()
-                self._stop.wait(delay)
-                continue
-            for job in jobs:
+                        if self._stop.is_set():
+                            break
+                        self._polling[n] = conn
+                    try:
+                        jobs = self.store.pickup(worker_id, self.job_types, self.queues, wait=self.poll_wait, conn=conn)
+                    finally:
+                        with self._lock:
+                            self._polling.pop(n, None)
+                    errors = 0
+                except psycopg.Error as exc:
+                    if self._stop.is_set():
+                        break  # our own cancel at shutdown
+                    errors += 1
+                    delay = self.loop_error_policy.delay(errors)
+                    log.warning("%s: pickup failed (%s); retrying in %gs", worker_id, exc, delay)
+                    if conn is not None and conn.broken:
+                        conn.close()
+                    self._stop.wait(delay)
+                    continue
+            for i, job in enumerate(jobs):
                 try:
-                    self._run(job, conn, worker_id, n)
+                    claimed = self._run(job, conn, worker_id, n, claim_next=i == len(jobs) - 1)
                 except Exception:  # a broken connection: the server rescues the job
                     log.exception("%s: job %s: could not report its outcome", worker_id, job.id)
         if conn is not None:
             conn.close()
         self.store.close()
 
-    def _run(self, job: Job, conn: psycopg.Connection, worker_id: str, n: int) -> None:
+    def _run(self, job: Job, conn: psycopg.Connection, worker_id: str, n: int, claim_next: bool = False) -> list[Job]:
+        """Runs `job` and reports its outcome. With `claim_next`, a job that
+        ends DONE is marked done by mark_done_and_pickup, which claims the
+        next job in the same transaction (one commit per job instead of two):
+        answered once that transaction committed."""
         ctx = JobContext(job, self.store, worker_id, conn, self._stop)
+        claimed: list[Job] = []
         now = time.monotonic()
         flight = _InFlight(job, ctx, started=now, last_beat=now)
         with self._lock:
@@ -340,19 +352,24 @@ class Worker:
             except Exception as exc:
                 ctx._end(exc)  # the handler's writes and follow-ups roll back
                 self._fail(ctx, exc, conn)
-                return
+                return []
             try:
                 ctx.conn  # mark_done joins the job's transaction
-                self.store.mark_done(job, result, conn=conn)
+                if claim_next and not self._stop.is_set():
+                    claimed = self.store.mark_done_and_pickup(job, result, worker_id, self.job_types, self.queues,
+                                                              conn=conn)
+                else:
+                    self.store.mark_done(job, result, conn=conn)
             except Exception as exc:
                 ctx._end(exc)
                 if lease_lost(exc):
                     self._lease_lost(flight)
                 else:  # e.g. the handler left the transaction aborted, or a result that is not JSON
                     self._fail(ctx, exc, conn)
-                return
-            ctx._end()
+                return []
+            ctx._end()  # the claims count only once this commit returned
             log.info("job %s (%s) done in %.0f ms", job.id, job.job_type, (time.monotonic() - now) * 1000)
+            return claimed
         finally:
             with self._lock:
                 self._inflight.pop(n, None)
