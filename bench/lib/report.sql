@@ -41,6 +41,8 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W1') > 0 AS has_w1,
        count(*) FILTER (WHERE workload = 'W1b') > 0 AS has_w1b,
        count(*) FILTER (WHERE workload = 'W1c') > 0 AS has_w1c,
+       count(*) FILTER (WHERE workload = 'W1bc') > 0 AS has_w1bc,
+       count(*) FILTER (WHERE workload = 'W2c') > 0 AS has_w2c,
        count(*) FILTER (WHERE workload = 'W2') > 0 AS has_w2,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
        count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
@@ -153,6 +155,19 @@ SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
 \echo ''
 \endif
 
+-- ---- W1bc ----------------------------------------------------------------------
+\if :has_w1bc
+\echo '## W1bc batch drain (mark_done_and_pickup: 100 finished and 100 claimed per call, one transaction)'
+\echo ''
+\echo '| clients | pqrun W1bc jobs/s | W1bc / pqrun W1b | W1bc / PgQ W1b | p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W1bc', clients)), fq(r('pqrun', 'W1bc', clients), r('pqrun', 'W1b', clients)),
+              fq(r('pqrun', 'W1bc', clients), r('pgq', 'W1b', clients)), fl('pqrun', 'W1bc', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1bc') c ORDER BY clients;
+\echo ''
+\endif
+
 -- ---- W1b -----------------------------------------------------------------------
 \if :has_w1b
 \echo '## W1b batch drain (pickup 100, mark all done, one transaction)'
@@ -184,6 +199,22 @@ SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
   FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W2') c ORDER BY clients;
 \echo ''
 \echo 'With one client, that client enqueues and consumes in each step. The CSV notes give the ready backlog before and after: consumers need two commits per job, producers one, so with equal numbers the backlog grows.'
+\echo ''
+\endif
+
+-- ---- W2c -----------------------------------------------------------------------
+\if :has_w2c
+\echo '## W2c steady with finish-and-claim consumers (W2, consumers call mark_done_and_pickup)'
+\echo ''
+\echo '| clients | pqrun W2c done/s | W2c / pqrun W2 | W2c / baseline W2 | ready jobs before -> after (median round) | p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W2c', clients)), fq(r('pqrun', 'W2c', clients), r('pqrun', 'W2', clients)),
+              fq(r('pqrun', 'W2c', clients), r('baseline', 'W2', clients)),
+              (SELECT string_agg(rep.note(notes, 'backlog'), ', ' ORDER BY round) FROM results
+                WHERE system = 'pqrun' AND workload = 'W2c' AND results.clients = c.clients),
+              fl('pqrun', 'W2c', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W2c') c ORDER BY clients;
 \echo ''
 \endif
 
