@@ -242,10 +242,12 @@ MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lea
 namespace {
 
 /* DoneList is the jobs of a mark_done_batch or a finish-and-claim: ids and
- * lease tokens (nullptr: unfenced) as the caller gave them, in order. */
+ * lease tokens (nullptr: unfenced) as the caller gave them, and their
+ * positions in id order. */
 struct DoneList {
 	Datum *ids;
 	Datum *leases;
+	int *order;
 	int n;
 };
 
@@ -254,7 +256,7 @@ struct DoneList {
 DoneList
 ReadDoneList(ArrayType *job_ids, ArrayType *lease_tokens)
 {
-	DoneList list{nullptr, nullptr, 0};
+	DoneList list{nullptr, nullptr, nullptr, 0};
 	bool *id_nulls;
 	deconstruct_array(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &list.ids, &id_nulls, &list.n);
 	int n = list.n;
@@ -270,17 +272,19 @@ ReadDoneList(ArrayType *job_ids, ArrayType *lease_tokens)
 				ereport(ERROR,
 				        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("lease_tokens must not contain nulls")));
 	}
-	int64 *sorted = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++)
 		if (id_nulls[i])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("job_ids must not contain nulls")));
-		sorted[i] = DatumGetInt64(list.ids[i]);
-	}
-	qsort(sorted, n, sizeof(int64), CompareIds);
+	list.order = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
+	for (int i = 0; i < n; i++)
+		list.order[i] = i;
+	auto id = [&](int i) { return DatumGetInt64(list.ids[list.order[i]]); };
+	std::sort(list.order, list.order + n,
+	          [&](int a, int b) { return DatumGetInt64(list.ids[a]) < DatumGetInt64(list.ids[b]); });
 	for (int i = 1; i < n; i++)
-		if (sorted[i] == sorted[i - 1])
+		if (id(i) == id(i - 1))
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			                errmsg("job_ids must not contain duplicates, %lld repeats", (long long)sorted[i])));
+			                errmsg("job_ids must not contain duplicates, %lld repeats", (long long)id(i))));
 	return list;
 }
 
@@ -361,13 +365,8 @@ MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *results)
 			                errmsg("results has %d elements, job_ids %d", nresults, list.n)));
 	}
 	/* In id order, as every transaction that locks several jobs' rows. */
-	int *order = static_cast<int *>(palloc(sizeof(int) * (list.n + 1)));
-	for (int i = 0; i < list.n; i++)
-		order[i] = i;
-	std::sort(order, order + list.n,
-	          [&](int a, int b) { return DatumGetInt64(list.ids[a]) < DatumGetInt64(list.ids[b]); });
 	for (int k = 0; k < list.n; k++) {
-		int i = order[k];
+		int i = list.order[k];
 		MarkDone(DatumGetInt64(list.ids[i]), values ? values[i] : Datum(0), values ? nulls[i] : true,
 		         list.leases ? list.leases[i] : Datum(0), list.leases != nullptr);
 	}
