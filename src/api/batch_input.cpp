@@ -140,6 +140,23 @@ Begin(Jsonb *jobs, JobCursor *cursor)
 	(void)JsonbIteratorNext(&cursor->it, &value, true); /* WJB_BEGIN_ARRAY */
 }
 
+char **
+FifoKeys(Jsonb *jobs, int *n)
+{
+	uint32 size = JsonContainerSize(&jobs->root);
+	auto **keys = static_cast<char **>(palloc(sizeof(char *) * (size + 1)));
+	*n = 0;
+	for (uint32 i = 0; i < size; i++) {
+		JsonbValue *element = getIthJsonbValueFromContainer(&jobs->root, i);
+		if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
+			continue;
+		JsonbValue key;
+		if (getKeyJsonValueFromContainer(element->val.binary.data, "fifo_key", 8, &key) && key.type == jbvString)
+			keys[(*n)++] = pnstrdup(key.val.string.val, key.val.string.len);
+	}
+	return keys;
+}
+
 bool
 Next(JobCursor *cursor, queue::EnqueueArgs *args)
 {

@@ -23,4 +23,8 @@ void Begin(Jsonb *jobs, JobCursor *cursor);
  * JSON type. */
 bool Next(JobCursor *cursor, queue::EnqueueArgs *args);
 
+/* FifoKeys answers the fifo_key strings `jobs`' elements name, in element
+ * order, their count in *n (what is not a string is left to Next). */
+char **FifoKeys(Jsonb *jobs, int *n);
+
 } // namespace pqrun::batch

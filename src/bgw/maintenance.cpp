@@ -141,9 +141,8 @@ RescueOrphans()
 	}
 	int64 rescued = 0;
 	const char *error = "orphaned: the backend holding the job exited";
+	LockFifoGroups(fifo_keys, static_cast<int>(orphans));
 	for (uint64 i = 0; i < orphans; i++) {
-		if (fifo_keys[i])
-			LockFifoGroup(fifo_keys[i]);
 		Datum values[3] = {Int64GetDatum(ids[i]), Int32GetDatum(pids[i]), started[i]};
 		char nulls[3] = {' ', ' ', started_null[i] ? 'n' : ' '};
 		if (Exec(stmts::kLockOrphan, values, nulls, SPI_OK_SELECT) == 0)

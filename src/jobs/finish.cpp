@@ -336,15 +336,25 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	for (uint64 i = 0; i < with_dependents.count; i++)
 		AfterFinish(with_dependents.ids[i], JobStatus::kDone, true, nullptr);
 
-	/* The rest are FIFO group members (finished under their group lock) or
-	 * not running, which raises as mark_done does. */
+	/* The rest are FIFO group members (finished under their group locks,
+	 * all taken first) or not running, which raises as mark_done does. */
 	qsort(finished, nfinished, sizeof(int64), CompareIds);
-	for (int i = 0; nfinished < static_cast<uint64>(n) && i < n; i++) {
+	auto *rest = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
+	auto *rest_ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	int nrest = 0;
+	for (int k = 0; nfinished < static_cast<uint64>(n) && k < n; k++) {
+		int i = list.order[k];
 		int64 id = DatumGetInt64(ids[i]);
 		if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
-			FinishRunning(id, leases ? leases[i] : Datum(0), leases != nullptr, JobStatus::kDone, "done", nullptr,
-			              Datum(0), true);
+			rest[nrest] = i;
+			rest_ids[nrest++] = id;
 		}
+	}
+	LockGroupsOf(rest_ids, nrest);
+	for (int k = 0; k < nrest; k++) {
+		int i = rest[k];
+		FinishRunning(rest_ids[k], leases ? leases[i] : Datum(0), leases != nullptr, JobStatus::kDone, "done", nullptr,
+		              Datum(0), true);
 	}
 	return n;
 }
@@ -364,7 +374,14 @@ MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *results)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("results has %d elements, job_ids %d", nresults, list.n)));
 	}
-	/* In id order, as every transaction that locks several jobs' rows. */
+	/* Their groups first, then the rows in id order, as every transaction
+	 * that locks several jobs' rows. */
+	if (list.n > 1) {
+		auto *sorted = static_cast<int64 *>(palloc(sizeof(int64) * list.n));
+		for (int k = 0; k < list.n; k++)
+			sorted[k] = DatumGetInt64(list.ids[list.order[k]]);
+		LockGroupsOf(sorted, list.n);
+	}
 	for (int k = 0; k < list.n; k++) {
 		int i = list.order[k];
 		MarkDone(DatumGetInt64(list.ids[i]), values ? values[i] : Datum(0), values ? nulls[i] : true,

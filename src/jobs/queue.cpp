@@ -15,6 +15,9 @@
  *  - everything that changes a FIFO group's membership or head holds the
  *    group's transaction-level advisory lock first;
  *  - so the order is always: group lock, then dependency edges, then rows;
+ *  - a call that needs several groups (enqueue_batch, mark_done_batch, the
+ *    reaper and the orphan rescue) takes them all first, in the order of
+ *    their lock keys (LockFifoGroups), whatever the order of its input;
  *  - rows are locked in id order wherever one transaction locks several
  *    (dependents, stale and orphaned jobs, the backstops), so that two
  *    transactions never wait for each other's rows (40P01).
@@ -25,12 +28,11 @@
 #include "pg/spi_rows.hpp"
 #include "xact/wake.hpp"
 
+#include <algorithm>
+
 namespace pqrun::queue {
 
 namespace stmts {
-
-spi::Statement kFifoLock{
-    "fifo lock", "SELECT pg_catalog.pg_advisory_xact_lock(1886745198, pg_catalog.hashtext($1))", 1, {TEXTOID}};
 
 spi::Statement kFifoBusy{"fifo busy", "SELECT 1 FROM pqrun.job_live WHERE fifo_key = $1 LIMIT 1", 1, {TEXTOID}};
 
@@ -42,6 +44,11 @@ spi::Statement kJobState{"job state",
 
 spi::Statement kFifoKeyOf{"fifo key of", "SELECT fifo_key FROM pqrun.job_live WHERE id = $1", 1, {INT8OID}};
 
+spi::Statement kFifoKeysOf{"fifo keys of",
+                           "SELECT fifo_key FROM pqrun.job_live WHERE id = ANY ($1) AND fifo_key IS NOT NULL",
+                           1,
+                           {INT8ARRAYOID}};
+
 } // namespace stmts
 
 using namespace spi;
@@ -50,13 +57,50 @@ namespace {
 
 constexpr int kMaxErrorChars = 10000;
 
+/* A FIFO group's lock is the transaction-level advisory lock
+ * pg_advisory_xact_lock(kFifoLockClass, hashtext(fifo_key)) would take, so
+ * that operators can see it in pg_locks as such (classid 'pqrn'). */
+constexpr uint32 kFifoLockClass = 1886745198;
+
+uint32
+GroupHash(const char *fifo_key)
+{
+	return static_cast<uint32>(
+	    DatumGetInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(fifo_key))));
+}
+
+void
+LockGroupHash(uint32 hash)
+{
+	LOCKTAG tag;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kFifoLockClass, hash, 2);
+	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 } // namespace
 
 void
 LockFifoGroup(const char *fifo_key)
 {
-	Datum values[1] = {CStringGetTextDatum(fifo_key)};
-	Exec(stmts::kFifoLock, values, nullptr, SPI_OK_SELECT);
+	LockGroupHash(GroupHash(fifo_key));
+}
+
+/* LockFifoGroups takes the locks of several groups in one order, the
+ * order of their lock keys, so that two calls that each take several never
+ * wait for each other whatever the order of their input. */
+void
+LockFifoGroups(char *const *fifo_keys, int n)
+{
+	auto *hashes = static_cast<uint32 *>(palloc(sizeof(uint32) * (n + 1)));
+	int count = 0;
+	for (int i = 0; i < n; i++)
+		if (fifo_keys[i] != nullptr)
+			hashes[count++] = GroupHash(fifo_keys[i]);
+	std::sort(hashes, hashes + count);
+	for (int i = 0; i < count; i++)
+		if (i == 0 || hashes[i] != hashes[i - 1])
+			LockGroupHash(hashes[i]);
+	pfree(hashes);
 }
 
 /* JobState answers the status of job `job_id` (its row stays the last
@@ -107,6 +151,21 @@ LockGroupOf(int64 job_id)
 	if (fifo_key)
 		LockFifoGroup(fifo_key);
 	return fifo_key != nullptr;
+}
+
+/* LockGroupsOf takes, with LockFifoGroups, the group locks of the
+ * unfinished jobs among `ids` that belong to a group. */
+void
+LockGroupsOf(const int64 *ids, int n)
+{
+	if (n < 2) /* one group needs no order; its job's own lookup takes it */
+		return;
+	Datum values[1] = {Int8Array(ids, n)};
+	uint64 rows = Exec(stmts::kFifoKeysOf, values, nullptr, SPI_OK_SELECT);
+	auto **keys = static_cast<char **>(palloc(sizeof(char *) * (rows + 1)));
+	for (uint64 i = 0; i < rows; i++)
+		keys[i] = ColText(i, 1);
+	LockFifoGroups(keys, static_cast<int>(rows));
 }
 
 /* ClipError cuts an error or reason kept in last_error to kMaxErrorChars

@@ -50,6 +50,15 @@ void NoteRows(uint64 n, ReadyRows layout);
  * see queue.cpp for the lock order. */
 void LockFifoGroup(const char *fifo_key);
 
+/* LockFifoGroups takes the locks of the groups named by `fifo_keys` (nulls
+ * skipped) in the one order every caller uses, so that calls needing
+ * several groups never wait for each other (40P01). */
+void LockFifoGroups(char *const *fifo_keys, int n);
+
+/* LockGroupsOf takes, as LockFifoGroups, the group locks of the unfinished
+ * jobs among `ids` (nothing for fewer than two ids). */
+void LockGroupsOf(const int64 *ids, int n);
+
 /* PromoteDue makes up to `limit` delayed jobs whose run_after has passed,
  * optionally only of the given types and queues, runnable. */
 uint64 PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit);

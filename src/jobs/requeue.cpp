@@ -131,11 +131,10 @@ ReapStale(const Interval *default_stale_after)
 	IdList stale = CopyIds(n, true);
 	const char *error = "timed out: no heartbeat within the stale window";
 	int32 reaped = 0;
+	/* Group locks before the row locks; then make sure each is still stale
+	 * and not held by a worker finishing it right now. */
+	LockFifoGroups(stale.labels, static_cast<int>(stale.count));
 	for (uint64 i = 0; i < stale.count; i++) {
-		/* Group lock before the row lock; then make sure it is still stale
-		 * and not held by a worker finishing it right now. */
-		if (stale.labels[i])
-			LockFifoGroup(stale.labels[i]);
 		Datum lock_values[2] = {Int64GetDatum(stale.ids[i]), PointerGetDatum(default_stale_after)};
 		if (Exec(stmts::kLockStale, lock_values, nullptr, SPI_OK_SELECT) == 0)
 			continue;

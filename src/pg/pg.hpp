@@ -23,6 +23,7 @@ extern "C" {
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_opfamily.h"

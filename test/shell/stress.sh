@@ -18,7 +18,8 @@
 #    transactions rolled back; one of them only trickles, so that waiters
 #    often outnumber jobs. Job types a, b, c, queues default and q2,
 #    priorities 0-2, max_attempts 1000, 10% with timeout_seconds 1, 10%
-#    delayed by 50-500 ms, 5% in one of 3 FIFO groups;
+#    delayed by 50-500 ms, 20% (PQRUN_STRESS_FIFO_SHARE) in one of 3 FIFO
+#    groups, one group per transaction of separate enqueue calls;
 #  - 10 consumers over every claim path, each pickup with a random filter
 #    and pqrun.deferred_claims on or off (the SQL path): pickup of 1 and of
 #    2-8 (or 100) without waiting; pickup(wait => 50 ms-1.5 s) of 1-4 (several
