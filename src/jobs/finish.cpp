@@ -303,13 +303,10 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	int64 *finished = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	uint64 nfinished = 0;
 	IdList with_dependents{static_cast<int64 *>(palloc(sizeof(int64) * (n + 1))), nullptr, 0};
-	auto collect = [&](uint64 rows) {
-		for (uint64 i = 0; i < rows; i++) {
-			NoteFinished(JobStatus::kDone, i);
-			finished[nfinished++] = ColInt64(i, 7);
-			if (ColBool(i, 1))
-				with_dependents.ids[with_dependents.count++] = ColInt64(i, 7);
-		}
+	auto note = [&](int64 id, bool has_dependents) {
+		finished[nfinished++] = id;
+		if (has_dependents)
+			with_dependents.ids[with_dependents.count++] = id;
 	};
 	/* Jobs whose claims a batch pickup deferred go to job_done at once; any
 	 * other deferred claim is written when the next statement starts. */
@@ -317,20 +314,53 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	int nmoved = finish_direct::FinishDeferred(n, ids, leases, moved);
 	for (int i = 0; i < nmoved; i++) {
 		NoteMoved(moved[i], JobStatus::kDone);
-		finished[nfinished++] = moved[i].id;
-		if (moved[i].has_dependents)
-			with_dependents.ids[with_dependents.count++] = moved[i].id;
+		note(moved[i].id, moved[i].has_dependents);
 	}
-	/* One statement finishes every running job outside a FIFO group. */
-	if (nfinished < static_cast<uint64>(n)) {
-		Datum values[6] = {PointerGetDatum(job_ids),
-		                   PointerGetDatum(lease_tokens),
-		                   CStringGetTextDatum(StatusName(JobStatus::kDone)),
-		                   CStringGetTextDatum("done"),
-		                   Datum(0),
-		                   Datum(0)};
-		char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
-		collect(Exec(stmts::kFinishRunningBatch, values, nulls, SPI_OK_SELECT));
+	/* The others, in id order, as by mark_done (finish_direct.hpp). */
+	auto rest = [&](int64 *rest_ids, int *rest_at) {
+		qsort(finished, nfinished, sizeof(int64), CompareIds);
+		int nrest = 0;
+		for (int k = 0; nfinished < static_cast<uint64>(n) && k < n; k++) {
+			int i = list.order[k];
+			int64 id = DatumGetInt64(ids[i]);
+			if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
+				rest_at[nrest] = i;
+				rest_ids[nrest++] = id;
+			}
+		}
+		return nrest;
+	};
+	auto *rest_ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	auto *rest_at = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
+	int nrest = rest(rest_ids, rest_at);
+	if (nrest > 0) {
+		auto **rest_leases = static_cast<const pg_uuid_t **>(palloc(sizeof(pg_uuid_t *) * nrest));
+		for (int k = 0; k < nrest; k++)
+			rest_leases[k] = leases ? DatumGetUUIDP(leases[rest_at[k]]) : nullptr;
+		auto *moved_now = static_cast<bool *>(palloc(sizeof(bool) * nrest));
+		nmoved = finish_direct::FinishRunningEach(
+		    nrest, rest_ids, rest_leases, {JobStatus::kDone, "done", nullptr, Datum(0), true}, moved_now, moved);
+		for (int i = 0; i < nmoved; i++) {
+			NoteMoved(moved[i], JobStatus::kDone);
+			note(moved[i].id, moved[i].has_dependents);
+		}
+		if (nmoved < 0) {
+			/* The tables need the executor: one statement finishes every
+			 * running job outside a FIFO group. */
+			Datum values[6] = {PointerGetDatum(job_ids),
+			                   PointerGetDatum(lease_tokens),
+			                   CStringGetTextDatum(StatusName(JobStatus::kDone)),
+			                   CStringGetTextDatum("done"),
+			                   Datum(0),
+			                   Datum(0)};
+			char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
+			uint64 rows = Exec(stmts::kFinishRunningBatch, values, nulls, SPI_OK_SELECT);
+			for (uint64 i = 0; i < rows; i++) {
+				NoteFinished(JobStatus::kDone, i);
+				note(ColInt64(i, 7), ColBool(i, 1));
+			}
+		}
+		nrest = rest(rest_ids, rest_at);
 	}
 	qsort(with_dependents.ids, with_dependents.count, sizeof(int64), CompareIds);
 	for (uint64 i = 0; i < with_dependents.count; i++)
@@ -338,21 +368,9 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 
 	/* The rest are FIFO group members (finished under their group locks,
 	 * all taken first) or not running, which raises as mark_done does. */
-	qsort(finished, nfinished, sizeof(int64), CompareIds);
-	auto *rest = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
-	auto *rest_ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
-	int nrest = 0;
-	for (int k = 0; nfinished < static_cast<uint64>(n) && k < n; k++) {
-		int i = list.order[k];
-		int64 id = DatumGetInt64(ids[i]);
-		if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
-			rest[nrest] = i;
-			rest_ids[nrest++] = id;
-		}
-	}
 	LockGroupsOf(rest_ids, nrest);
 	for (int k = 0; k < nrest; k++) {
-		int i = rest[k];
+		int i = rest_at[k];
 		FinishRunning(rest_ids[k], leases ? leases[i] : Datum(0), leases != nullptr, JobStatus::kDone, "done", nullptr,
 		              Datum(0), true);
 	}

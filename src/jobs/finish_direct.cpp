@@ -283,7 +283,8 @@ FindLatest(Relation live, Relation index, int64 job_id, TupleTableSlot *slot)
  * group: the SQL path then raises or takes the group lock. */
 bool
 EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job_id, const pg_uuid_t *lease,
-           const Ending &ending, TupleTableSlot *live_slot, Moved *out)
+           const Ending &ending, TupleTableSlot *live_slot, const RowWriter &writer, TupleTableSlot *done_slot,
+           Moved *out)
 {
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
@@ -344,16 +345,14 @@ EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job
 			break;
 		}
 	});
-	RowWriter writer(tables.done);
-	TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
 	FillDone(layout, supplied, live_slot, done_slot);
 	Describe(layout, live_slot, locked_at, out);
 	if (tables.done->rd_att->constr)
 		ExecConstraints(writer.info, done_slot, writer.estate);
 	table_tuple_insert(tables.done, done_slot, GetCurrentCommandId(true), 0, nullptr);
 	list_free(compat::InsertIndexTuples(writer.info, done_slot, writer.estate));
-	ExecDropSingleTupleTableSlot(done_slot);
-	writer.Close();
+	ResetPerTupleExprContext(writer.estate);
+	ExecClearTuple(done_slot);
 	return true;
 }
 
@@ -391,23 +390,40 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 bool
 FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out)
 {
+	bool finished;
+	return FinishRunningEach(1, &job_id, &lease, ending, &finished, out) == 1;
+}
+
+int
+FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, bool *finished,
+                  Moved *out)
+{
+	memset(finished, 0, sizeof(bool) * n);
 	Tables tables;
 	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, true))
-		return false;
+		return -1;
 	/* This path reads below the executor hook that writes deferred claims
-	 * before a query looks at the queue: the job may be one of them. */
+	 * before a query looks at the queue: the jobs may be among them. */
 	deferred_claims::WriteAll();
 	Layout layout = MakeLayout(tables.live, tables.done, kFromRunning);
 	Relation index = LiveIdIndex(tables.live, layout.live_id);
-	bool finished = false;
+	int count = index ? 0 : -1;
 	if (index) {
 		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
-		finished = EndAttempt(tables, index, layout, job_id, lease, ending, live_slot, out);
+		TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
+		RowWriter writer(tables.done);
+		for (int i = 0; i < n; i++) {
+			finished[i] =
+			    EndAttempt(tables, index, layout, ids[i], leases[i], ending, live_slot, writer, done_slot, &out[count]);
+			count += finished[i];
+		}
+		writer.Close();
+		ExecDropSingleTupleTableSlot(done_slot);
 		ExecDropSingleTupleTableSlot(live_slot);
 		index_close(index, NoLock);
 	}
 	tables.Close();
-	return finished;
+	return count;
 }
 
 } // namespace pqrun::finish_direct

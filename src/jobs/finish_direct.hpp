@@ -56,4 +56,13 @@ int FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out);
  * SQL path's serialization checks. */
 bool FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out);
 
+/* FinishRunningEach does what FinishRunning does for each of `ids` in turn
+ * (leases[i] nullptr: unfenced), with the tables, layout and writer set up
+ * once: finished[i] says whether job i was moved; the moved ones fill `out`
+ * in that order. Answers how many were moved, or -1 when the tables need
+ * the executor (nothing moved). The caller passes the ids in id order, the
+ * order in which every transaction locks several jobs. */
+int FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, bool *finished,
+                      Moved *out);
+
 } // namespace pqrun::finish_direct
