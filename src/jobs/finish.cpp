@@ -337,9 +337,8 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 		auto **rest_leases = static_cast<const pg_uuid_t **>(palloc(sizeof(pg_uuid_t *) * nrest));
 		for (int k = 0; k < nrest; k++)
 			rest_leases[k] = leases ? DatumGetUUIDP(leases[rest_at[k]]) : nullptr;
-		auto *moved_now = static_cast<bool *>(palloc(sizeof(bool) * nrest));
-		nmoved = finish_direct::FinishRunningEach(
-		    nrest, rest_ids, rest_leases, {JobStatus::kDone, "done", nullptr, Datum(0), true}, moved_now, moved);
+		nmoved = finish_direct::FinishRunningEach(nrest, rest_ids, rest_leases,
+		                                          {JobStatus::kDone, "done", nullptr, Datum(0), true}, moved);
 		for (int i = 0; i < nmoved; i++) {
 			NoteMoved(moved[i], JobStatus::kDone);
 			note(moved[i].id, moved[i].has_dependents);

@@ -390,15 +390,12 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 bool
 FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, Moved *out)
 {
-	bool finished;
-	return FinishRunningEach(1, &job_id, &lease, ending, &finished, out) == 1;
+	return FinishRunningEach(1, &job_id, &lease, ending, out) == 1;
 }
 
 int
-FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, bool *finished,
-                  Moved *out)
+FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, Moved *out)
 {
-	memset(finished, 0, sizeof(bool) * n);
 	Tables tables;
 	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, true))
 		return -1;
@@ -412,11 +409,9 @@ FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const
 		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
 		TupleTableSlot *done_slot = table_slot_create(tables.done, nullptr);
 		RowWriter writer(tables.done);
-		for (int i = 0; i < n; i++) {
-			finished[i] =
-			    EndAttempt(tables, index, layout, ids[i], leases[i], ending, live_slot, writer, done_slot, &out[count]);
-			count += finished[i];
-		}
+		for (int i = 0; i < n; i++)
+			if (EndAttempt(tables, index, layout, ids[i], leases[i], ending, live_slot, writer, done_slot, &out[count]))
+				count++;
 		writer.Close();
 		ExecDropSingleTupleTableSlot(done_slot);
 		ExecDropSingleTupleTableSlot(live_slot);

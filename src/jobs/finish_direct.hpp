@@ -7,9 +7,9 @@
  * - a batch picked up and finished in one subtransaction (deferred_claims.hpp):
  *   each locked READY row is fetched by ctid and goes in with one multi-row
  *   insert as its DONE attempt;
- * - a running job ended by mark_done, mark_error, the reaper or orphan
- *   rescue: its row is found by id as logical replication finds rows, then
- *   deleted and inserted as its finished attempt.
+ * - a running job ended by mark_done (one or a batch), mark_error, the
+ *   reaper or orphan rescue: its row is found by id as logical replication
+ *   finds rows, then deleted and inserted as its finished attempt.
  * job_done's constraints are checked and its index entries made as the
  * executor would. When either table has what only the executor honours
  * (triggers, rules, row security, stored generated columns, a partition,
@@ -58,11 +58,9 @@ bool FinishRunning(int64 job_id, const pg_uuid_t *lease, const Ending &ending, M
 
 /* FinishRunningEach does what FinishRunning does for each of `ids` in turn
  * (leases[i] nullptr: unfenced), with the tables, layout and writer set up
- * once: finished[i] says whether job i was moved; the moved ones fill `out`
- * in that order. Answers how many were moved, or -1 when the tables need
- * the executor (nothing moved). The caller passes the ids in id order, the
- * order in which every transaction locks several jobs. */
-int FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, bool *finished,
-                      Moved *out);
+ * once; the jobs it moved fill `out` in that order. Answers how many, or -1
+ * when the tables need the executor (nothing moved). The caller passes the
+ * ids in id order, the order in which every transaction locks several jobs. */
+int FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, Moved *out);
 
 } // namespace pqrun::finish_direct
