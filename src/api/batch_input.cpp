@@ -141,18 +141,22 @@ Begin(Jsonb *jobs, JobCursor *cursor)
 }
 
 char **
-FifoKeys(Jsonb *jobs, int *n)
+FifoKeys(Jsonb *jobs, int *n, bool *has_dependencies)
 {
 	uint32 size = JsonContainerSize(&jobs->root);
 	auto **keys = static_cast<char **>(palloc(sizeof(char *) * (size + 1)));
 	*n = 0;
+	*has_dependencies = false;
 	for (uint32 i = 0; i < size; i++) {
 		JsonbValue *element = getIthJsonbValueFromContainer(&jobs->root, i);
 		if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
 			continue;
-		JsonbValue key;
-		if (getKeyJsonValueFromContainer(element->val.binary.data, "fifo_key", 8, &key) && key.type == jbvString)
-			keys[(*n)++] = pnstrdup(key.val.string.val, key.val.string.len);
+		JsonbValue value;
+		JsonbContainer *object = element->val.binary.data;
+		if (getKeyJsonValueFromContainer(object, "fifo_key", 8, &value) && value.type == jbvString)
+			keys[(*n)++] = pnstrdup(value.val.string.val, value.val.string.len);
+		if (getKeyJsonValueFromContainer(object, "depends_on", 10, &value) && value.type != jbvNull)
+			*has_dependencies = true;
 	}
 	return keys;
 }

@@ -24,7 +24,8 @@ void Begin(Jsonb *jobs, JobCursor *cursor);
 bool Next(JobCursor *cursor, queue::EnqueueArgs *args);
 
 /* FifoKeys answers the fifo_key strings `jobs`' elements name, in element
- * order, their count in *n (what is not a string is left to Next). */
-char **FifoKeys(Jsonb *jobs, int *n);
+ * order, their count in *n (what is not a string is left to Next), and
+ * whether any element names depends_on. */
+char **FifoKeys(Jsonb *jobs, int *n, bool *has_dependencies);
 
 } // namespace pqrun::batch

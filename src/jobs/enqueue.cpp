@@ -353,10 +353,6 @@ Enqueue(const EnqueueArgs &args, int element)
 			return id;
 	}
 
-	/* The group lock first, then the dependencies' rows (queue.cpp). */
-	if (!args.isnull[kFifoKey])
-		LockFifoGroup(TextDatumGetCString(args.value[kFifoKey]));
-
 	/* Dependencies: unfinished ones are locked and become edges; finished
 	 * ones are met (DONE) or doom the job (FAILED/CANCELLED). */
 	int dep_count;
@@ -426,6 +422,9 @@ Enqueue(const EnqueueArgs &args, int element)
 
 	bool blocked = pending_count > 0;
 	if (!args.isnull[kFifoKey]) {
+		/* After the dependencies' rows: finishing one of them takes its
+		 * dependents' group locks after its row (queue.cpp). */
+		LockFifoGroup(TextDatumGetCString(args.value[kFifoKey]));
 		Datum key[1] = {args.value[kFifoKey]};
 		if (Exec(stmts::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0)
 			blocked = true;
@@ -475,8 +474,9 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 	batch::JobCursor cursor;
 	batch::Begin(jobs, &cursor);
 	int nkeys;
-	char **fifo_keys = batch::FifoKeys(jobs, &nkeys);
-	if (nkeys > 1)
+	bool has_dependencies;
+	char **fifo_keys = batch::FifoKeys(jobs, &nkeys, &has_dependencies);
+	if (nkeys > 1 && !has_dependencies)
 		LockFifoGroups(fifo_keys, nkeys);
 	auto *run = static_cast<PlainRun *>(palloc0(sizeof(PlainRun)));
 	/* A run's arguments (and its statement's garbage) live in one of two

@@ -15,9 +15,13 @@
  *  - everything that changes a FIFO group's membership or head holds the
  *    group's transaction-level advisory lock first;
  *  - so the order is always: group lock, then dependency edges, then rows;
- *  - a call that needs several groups (enqueue_batch, mark_done_batch, the
- *    reaper and the orphan rescue) takes them all first, in the order of
- *    their lock keys (LockFifoGroups), whatever the order of its input;
+ *  - a call that needs several groups (enqueue_batch without dependencies,
+ *    mark_done_batch, the reaper and the orphan rescue) takes them all
+ *    first, in the order of their lock keys (LockFifoGroups), whatever the
+ *    order of its input;
+ *  - an enqueue with dependencies locks their rows before its own group,
+ *    since finishing a dependency takes its dependents' groups after its
+ *    row (so an enqueue_batch with dependencies keeps element order);
  *  - rows are locked in id order wherever one transaction locks several
  *    (dependents, stale and orphaned jobs, the backstops), so that two
  *    transactions never wait for each other's rows (40P01).
