@@ -248,6 +248,7 @@ struct DoneList {
 	Datum *ids;
 	Datum *leases;
 	int *order;
+	int64 *sorted; /* ids[order[k]] */
 	int n;
 };
 
@@ -256,7 +257,7 @@ struct DoneList {
 DoneList
 ReadDoneList(ArrayType *job_ids, ArrayType *lease_tokens)
 {
-	DoneList list{nullptr, nullptr, nullptr, 0};
+	DoneList list{nullptr, nullptr, nullptr, nullptr, 0};
 	bool *id_nulls;
 	deconstruct_array(job_ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &list.ids, &id_nulls, &list.n);
 	int n = list.n;
@@ -278,13 +279,15 @@ ReadDoneList(ArrayType *job_ids, ArrayType *lease_tokens)
 	list.order = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
 	for (int i = 0; i < n; i++)
 		list.order[i] = i;
-	auto id = [&](int i) { return DatumGetInt64(list.ids[list.order[i]]); };
 	std::sort(list.order, list.order + n,
 	          [&](int a, int b) { return DatumGetInt64(list.ids[a]) < DatumGetInt64(list.ids[b]); });
-	for (int i = 1; i < n; i++)
-		if (id(i) == id(i - 1))
+	list.sorted = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	for (int k = 0; k < n; k++) {
+		list.sorted[k] = DatumGetInt64(list.ids[list.order[k]]);
+		if (k > 0 && list.sorted[k] == list.sorted[k - 1])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			                errmsg("job_ids must not contain duplicates, %lld repeats", (long long)id(i))));
+			                errmsg("job_ids must not contain duplicates, %lld repeats", (long long)list.sorted[k])));
+	}
 	return list;
 }
 
@@ -321,10 +324,9 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 		qsort(finished, nfinished, sizeof(int64), CompareIds);
 		int nrest = 0;
 		for (int k = 0; nfinished < static_cast<uint64>(n) && k < n; k++) {
-			int i = list.order[k];
-			int64 id = DatumGetInt64(ids[i]);
+			int64 id = list.sorted[k];
 			if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
-				rest_at[nrest] = i;
+				rest_at[nrest] = list.order[k];
 				rest_ids[nrest++] = id;
 			}
 		}
@@ -393,15 +395,10 @@ MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *results)
 	}
 	/* Their groups first, then the rows in id order, as every transaction
 	 * that locks several jobs' rows. */
-	if (list.n > 1) {
-		auto *sorted = static_cast<int64 *>(palloc(sizeof(int64) * list.n));
-		for (int k = 0; k < list.n; k++)
-			sorted[k] = DatumGetInt64(list.ids[list.order[k]]);
-		LockGroupsOf(sorted, list.n);
-	}
+	LockGroupsOf(list.sorted, list.n);
 	for (int k = 0; k < list.n; k++) {
 		int i = list.order[k];
-		MarkDone(DatumGetInt64(list.ids[i]), values ? values[i] : Datum(0), values ? nulls[i] : true,
+		MarkDone(list.sorted[k], values ? values[i] : Datum(0), values ? nulls[i] : true,
 		         list.leases ? list.leases[i] : Datum(0), list.leases != nullptr);
 	}
 	return list.n;

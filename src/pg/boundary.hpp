@@ -36,35 +36,23 @@ GuardedEntry(Body &&body) -> decltype(body())
 	static char what_buf[512];
 	Caught caught = Caught::kNothing;
 	ErrorData *edata = nullptr;
-	if constexpr (std::is_void_v<Result>) {
-		try {
+	try {
+		if constexpr (std::is_void_v<Result>) {
 			body();
 			return;
-		} catch (const PgError &e) {
-			edata = e.edata;
-			caught = Caught::kPgError;
-		} catch (const std::bad_alloc &) {
-			caught = Caught::kBadAlloc;
-		} catch (const std::exception &e) {
-			strlcpy(what_buf, e.what(), sizeof(what_buf));
-			caught = Caught::kStdException;
-		} catch (...) {
-			caught = Caught::kUnknown;
-		}
-	} else {
-		try {
+		} else {
 			return body();
-		} catch (const PgError &e) {
-			edata = e.edata;
-			caught = Caught::kPgError;
-		} catch (const std::bad_alloc &) {
-			caught = Caught::kBadAlloc;
-		} catch (const std::exception &e) {
-			strlcpy(what_buf, e.what(), sizeof(what_buf));
-			caught = Caught::kStdException;
-		} catch (...) {
-			caught = Caught::kUnknown;
 		}
+	} catch (const PgError &e) {
+		edata = e.edata;
+		caught = Caught::kPgError;
+	} catch (const std::bad_alloc &) {
+		caught = Caught::kBadAlloc;
+	} catch (const std::exception &e) {
+		strlcpy(what_buf, e.what(), sizeof(what_buf));
+		caught = Caught::kStdException;
+	} catch (...) {
+		caught = Caught::kUnknown;
 	}
 	switch (caught) {
 	case Caught::kPgError:
