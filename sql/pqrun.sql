@@ -19,7 +19,9 @@ CREATE SEQUENCE pqrun.job_id_seq;
  * `delayed` marks a READY job whose run_after was in the future when it was
  * written; it sits outside the pickup index until it is promoted. A running
  * job's holder is the session with process id holder_pid that started at
- * holder_started (last, as ALTER TABLE added it in 0.5.0). */
+ * holder_started (last, as ALTER TABLE added it in 0.5.0). `progress` is
+ * what the job's worker last reported with its heartbeat and `snoozes` how
+ * often it was snoozed (0.8.0, last for the same reason). */
 CREATE TABLE pqrun.job_live (
 	id              bigint      NOT NULL DEFAULT pg_catalog.nextval('pqrun.job_id_seq'),
 	status          pqrun.job_status NOT NULL,
@@ -45,6 +47,8 @@ CREATE TABLE pqrun.job_live (
 	last_error      text,
 	payload         jsonb       NOT NULL,
 	holder_started  timestamptz,
+	progress        jsonb,
+	snoozes         int         NOT NULL DEFAULT 0,
 	PRIMARY KEY (id),
 	CHECK (status IN ('BLOCKED', 'READY', 'RUNNING')),
 	CHECK (NOT delayed OR status = 'READY')
@@ -92,6 +96,8 @@ CREATE TABLE pqrun.job_done (
 	last_error      text,
 	result          jsonb,
 	payload         jsonb       NOT NULL,
+	progress        jsonb,
+	snoozes         int         NOT NULL DEFAULT 0,
 	PRIMARY KEY (id),
 	CHECK (status IN ('DONE', 'FAILED', 'CANCELLED'))
 );
@@ -135,14 +141,14 @@ CREATE VIEW pqrun.jobs AS
 	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,
 	       fifo_key, depends_on, last_error,
 	       NULL::timestamptz AS finished_at, NULL::int AS duration_ms, NULL::jsonb AS result,
-	       created_at, updated_at
+	       created_at, updated_at, progress, snoozes
 	  FROM pqrun.job_live
 	UNION ALL
 	SELECT id, queue, job_type, payload, status, priority, attempts, max_attempts,
 	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,
 	       fifo_key, depends_on, last_error,
 	       finished_at, duration_ms, result,
-	       created_at, updated_at
+	       created_at, updated_at, progress, snoozes
 	  FROM pqrun.job_done;
 
 CREATE VIEW pqrun.job_attempts AS
@@ -220,9 +226,27 @@ CREATE FUNCTION pqrun.mark_error(
 RETURNS pqrun.job_status
 AS 'MODULE_PATHNAME', 'pqrun_mark_error' LANGUAGE c VOLATILE;
 
-CREATE FUNCTION pqrun.heartbeat(job_id bigint, lease_token uuid DEFAULT NULL)
+/* Renews the lease and stores `progress` when given; with `wait`, first
+ * sleeps until `wait` ends or the job stops being this lease's: 55000
+ * (at once for a cancel), or, when its worker finished it, no error and
+ * no renewal. */
+CREATE FUNCTION pqrun.heartbeat(
+	job_id      bigint,
+	lease_token uuid     DEFAULT NULL,
+	progress    jsonb    DEFAULT NULL,
+	wait        interval DEFAULT '0')
 RETURNS void
 AS 'MODULE_PATHNAME', 'pqrun_heartbeat' LANGUAGE c VOLATILE;
+
+/* Give a running job back without using up its attempt: READY at once
+ * (release) or after `delay` (snooze, counted in snoozes). */
+CREATE FUNCTION pqrun.release(job_id bigint, lease_token uuid DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_release' LANGUAGE c VOLATILE;
+
+CREATE FUNCTION pqrun.snooze(job_id bigint, delay interval, lease_token uuid DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_snooze' LANGUAGE c VOLATILE;
 
 /* ---- Operating ---------------------------------------------------------- */
 
@@ -425,7 +449,8 @@ BEGIN
 	               ' pqrun.mark_done(bigint, jsonb, uuid), pqrun.mark_done_batch(bigint[], uuid[]),'
 	               ' pqrun.mark_done_and_pickup(text, bigint[], uuid[], jsonb[], text[], text[], int),'
 	               ' pqrun.mark_error(bigint, text, boolean, uuid, interval),'
-	               ' pqrun.heartbeat(bigint, uuid),'
+	               ' pqrun.heartbeat(bigint, uuid, jsonb, interval),'
+	               ' pqrun.release(bigint, uuid), pqrun.snooze(bigint, interval, uuid),'
 	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),'
 	               ' pqrun.enqueue_batch(jsonb) TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);

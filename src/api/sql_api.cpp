@@ -243,11 +243,62 @@ PQRUN_FUNCTION(pqrun_mark_error)
 	return DirectFunctionCall2(enum_in, CStringGetDatum(StatusName(status)), ObjectIdGetDatum(status_type));
 }
 
+/* What a worker may report as its job's progress: a status, not a result. */
+constexpr Size kMaxProgressBytes = 8192;
+
+/* heartbeat(job_id, lease_token) before ALTER EXTENSION UPDATE to 0.8.0;
+ * heartbeat(job_id, lease_token, progress, wait) after. */
 PQRUN_FUNCTION(pqrun_heartbeat)
 {
 	int64 job_id = JobIdArg(fcinfo);
+	bool has_progress = PG_NARGS() > 2 && !PG_ARGISNULL(2);
+	Datum progress = has_progress ? PG_GETARG_DATUM(2) : Datum(0);
+	if (has_progress && toast_raw_datum_size(progress) - VARHDRSZ > kMaxProgressBytes)
+		RaiseInvalid(psprintf("progress must be at most %zu bytes", kMaxProgressBytes));
+	int64 wait_ms = 0;
+	if (PG_NARGS() > 3) {
+		RequireArg(fcinfo, 3, "wait");
+		const Interval *wait = PG_GETARG_INTERVAL_P(3);
+		if (IsNegative(wait))
+			RaiseInvalid("wait must not be negative");
+		wait_ms = WaitMs(wait);
+	}
+	/* Its snapshot could never show the job cancelled during the wait. */
+	if (wait_ms > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("a waiting heartbeat needs a READ COMMITTED transaction"),
+		                errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see the job end while "
+		                          "it waits.")));
 	Connect();
-	queue::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1));
+	queue::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1), progress, has_progress,
+	                 wait_ms);
+	Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_release)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	Connect();
+	queue::GiveBack(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1),
+	                GetCurrentTransactionStartTimestamp(), false);
+	Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_snooze)
+{
+	int64 job_id = JobIdArg(fcinfo);
+	RequireArg(fcinfo, 1, "delay");
+	const Interval *delay = PG_GETARG_INTERVAL_P(1);
+	if (IsNegative(delay))
+		RaiseInvalid("delay must not be negative");
+	if (IntervalUs(delay) > backoff::kMaxDelayUs)
+		RaiseInvalid("delay must be at most 100 years");
+	TimestampTz run_after = DatumGetTimestampTz(DirectFunctionCall2(
+	    timestamptz_pl_interval, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), PointerGetDatum(delay)));
+	Connect();
+	queue::GiveBack(job_id, PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2), run_after, true);
 	Finish();
 	PG_RETURN_VOID();
 }

@@ -28,12 +28,12 @@ namespace stmts {
 #define FINISH_COLUMNS                                                                                                 \
 	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, locked_at,"   \
 	" locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, finished_at, duration_ms, result,"         \
-	" created_at, updated_at, outcome"
+	" created_at, updated_at" PQRUN_JOB_CONTROLS ", outcome"
 #define FINISH_VALUES                                                                                                  \
 	"id, queue, job_type, payload, $3::pqrun.job_status, priority, attempts, max_attempts, run_after,"                 \
 	" timeout_seconds, locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on,"                           \
-	" COALESCE($5, last_error), pg_catalog.now(), " PQRUN_DURATION_MS ", $6, created_at, pg_catalog.now(),"            \
-	" CASE WHEN status = 'RUNNING' THEN $4 END"
+	" COALESCE($5, last_error), pg_catalog.now(), " PQRUN_DURATION_MS ", $6, created_at, pg_catalog.now()"             \
+	PQRUN_JOB_CONTROLS ", CASE WHEN status = 'RUNNING' THEN $4 END"
 static_assert(job_row::FinishIs(FINISH_COLUMNS, FINISH_VALUES), "the finish must fill job_row::kColumns' job_done");
 #define FINISH_FROM_GONE                                                                                               \
 	", moved AS (INSERT INTO pqrun.job_done (" FINISH_COLUMNS ") SELECT " FINISH_VALUES " FROM gone)"                  \

@@ -89,8 +89,11 @@ MakeLayout(Relation live, Relation done, Finish finish)
 		if (column < 0)
 			elog(ERROR, "pqrun: job_done has a column %s pqrun does not know", NameStr(att->attname));
 		layout.source[i] = job_row::kColumns[column].*finish;
+		/* A column an update added to both tables may be missing from
+		 * job_live alone only by an operator's hand: then it is null. */
 		if (layout.source[i] == Finished::kKeep)
-			layout.live_attnum[i] = RequireAttNum(live, NameStr(att->attname));
+			layout.live_attnum[i] = job_row::In(column, job_row::kAdded) ? FindAttNum(live, NameStr(att->attname))
+			                                                             : RequireAttNum(live, NameStr(att->attname));
 	}
 	layout.live_id = RequireAttNum(live, "id");
 	layout.live_status = RequireAttNum(live, "status");

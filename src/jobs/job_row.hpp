@@ -32,7 +32,7 @@ namespace pqrun::job_row {
 enum Table : unsigned {
 	kLive = 1,  /* pqrun.job_live */
 	kDone = 2,  /* pqrun.job_done */
-	kAdded = 4, /* job_live's, added by an update: missing until ALTER EXTENSION UPDATE */
+	kAdded = 4, /* added by an update: missing until ALTER EXTENSION UPDATE */
 };
 
 /* The value a pickup returns for a pqrun.jobs column. */
@@ -122,6 +122,8 @@ enum Index : int {
 	kResult,
 	kCreatedAt,
 	kUpdatedAt,
+	kProgress,
+	kSnoozes,
 	kJobsCount, /* the columns of pqrun.jobs end here */
 	kDelayed = kJobsCount,
 	kHasDependents,
@@ -141,6 +143,7 @@ enum Index : int {
 
 namespace detail {
 constexpr unsigned kBoth = kLive | kDone;
+constexpr unsigned kBothAdded = kBoth | kAdded;
 constexpr Picked kCol = Picked::kColumn;
 constexpr Claimed kKeepLive = Claimed::kKeep;
 constexpr Finished kKeepDone = Finished::kKeep;
@@ -171,6 +174,8 @@ inline constexpr Column kColumns[kCount] = {
 	{"result",          JSONBOID,       kDone,                  false, Picked::kNull,         "NULL::jsonb",        "NULL::jsonb",                 detail::kKeepLive,      Finished::kResult,     Finished::kResult,     "$6"},
 	{"created_at",      TIMESTAMPTZOID, detail::kBoth,          true,  detail::kCol,          "created_at",         "created_at",                  detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"updated_at",      TIMESTAMPTZOID, detail::kBoth,          true,  Picked::kAt,           "updated_at",         "$7::timestamptz",             Claimed::kAt,           Finished::kNow,        Finished::kNow,        "pg_catalog.now()"},
+	{"progress",        JSONBOID,       detail::kBothAdded,     false, detail::kCol,          "progress",           "progress",                    detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"snoozes",         INT4OID,        detail::kBothAdded,     false, detail::kCol,          "snoozes",            "snoozes",                     detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	/* Not in pqrun.jobs. */
 	{"delayed",         BOOLOID,        kLive,                  true,  Picked::kNull,         nullptr,              nullptr,                       Claimed::kFalse,        detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"has_dependents",  BOOLOID,        kLive,                  false, Picked::kNull,         nullptr,              nullptr,                       detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
@@ -380,7 +385,7 @@ Consistent()
 	    "id",          "queue",        "job_type",   "payload",         "status",     "priority",
 	    "attempts",    "max_attempts", "run_after",  "timeout_seconds", "locked_at",  "locked_by",
 	    "lease_token", "dedupe_key",   "fifo_key",   "depends_on",      "last_error", "finished_at",
-	    "duration_ms", "result",       "created_at", "updated_at"};
+	    "duration_ms", "result",       "created_at", "updated_at",      "progress",   "snoozes"};
 	for (int i = 0; i < kJobsCount; i++)
 		if (Find(kJobsOrder[i]) != i || kColumns[i].claimed_sql == nullptr || kColumns[i].locked_sql == nullptr)
 			return false;

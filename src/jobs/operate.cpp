@@ -5,6 +5,7 @@
 
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
+#include "xact/wake.hpp"
 
 namespace pqrun::queue {
 
@@ -18,10 +19,11 @@ spi::Statement kRetryFinished{
     "  SELECT id, attempts, locked_at, finished_at, locked_by, outcome, last_error FROM gone"
     "   WHERE outcome IS NOT NULL)"
     " INSERT INTO pqrun.job_live (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
-    "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
+    "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
+    PQRUN_JOB_CONTROLS ")"
     " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
     "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-    " FROM gone RETURNING queue, job_type, priority, id",
+    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id",
     2,
     {INT8OID, TEXTOID}};
 
@@ -64,7 +66,11 @@ Cancel(int64 job_id, const char *reason)
 {
 	if (IsFinished(JobState(job_id)))
 		return false;
-	return FinishLive(job_id, JobStatus::kCancelled, "cancelled", reason ? ClipError(reason) : "cancelled");
+	if (!FinishLive(job_id, JobStatus::kCancelled, "cancelled", reason ? ClipError(reason) : "cancelled"))
+		return false;
+	/* A running job's worker waiting in its heartbeat learns it at commit. */
+	wake::NoteLeaseEnded(job_id);
+	return true;
 }
 
 bool

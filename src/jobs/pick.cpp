@@ -31,11 +31,12 @@ namespace stmts {
 #define LIVE_AS_JOB                                                                                                    \
 	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, "             \
 	"locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, "                                \
-	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at "
+	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at" PQRUN_JOB_CONTROLS " "
 #define LOCKED_AS_JOB                                                                                                  \
 	"id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"                 \
 	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " PQRUN_LEASE_TOKEN ", dedupe_key, fifo_key,"           \
-	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"
+	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"               \
+	PQRUN_JOB_CONTROLS
 static_assert(job_row::SelectListIs(LIVE_AS_JOB, false, ""), "LIVE_AS_JOB must list job_row::kColumns");
 static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB must list job_row::kColumns");
 

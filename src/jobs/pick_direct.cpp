@@ -46,7 +46,9 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 		if (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0)
 			return false;
 		bool from_live = kColumns[i].picked == Picked::kColumn || kColumns[i].picked == Picked::kNextAttempt;
-		l->from[i] = from_live ? RequireAttNum(live, kColumns[i].name) : 0;
+		l->from[i] = from_live ? FindAttNum(live, kColumns[i].name) : 0;
+		if (from_live && l->from[i] == InvalidAttrNumber)
+			return false; /* a column an update added, not yet in job_live */
 		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != out->atttypid)
 			return false;
 	}

@@ -75,7 +75,13 @@ int32 MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *resul
 /* MarkError answers the job's new status: FAILED, or READY for a retry. */
 JobStatus MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease,
                     const Interval *retry_after);
-void Heartbeat(int64 job_id, Datum lease, bool has_lease);
+/* GiveBack makes a running job READY again at `run_after` without using up
+ * its attempt (release; a snooze also counts in its snoozes). */
+void GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, bool snooze);
+/* Heartbeat renews the job's lease and stores `progress` unless null;
+ * with `wait_ms`, first sleeps while the lease lasts (AwaitLeaseEnd), and
+ * returns quietly if its worker finished the job meanwhile. */
+void Heartbeat(int64 job_id, Datum lease, bool has_lease, Datum progress, bool has_progress, int64 wait_ms);
 
 int32 ReapStale(const Interval *default_stale_after);
 bool Cancel(int64 job_id, const char *reason);

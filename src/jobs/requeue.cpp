@@ -1,18 +1,22 @@
 /* src/jobs/requeue.cpp — a running job that did not finish: mark_error's
- * retry, the reaper, and the heartbeat that keeps it from being reaped.
+ * retry, the reaper, a job its worker gives back (release, snooze), and the
+ * heartbeat that keeps it from being reaped.
  *
  * A retry ends the running attempt into pqrun.attempt_log and makes the job
  * READY again (delayed by its backoff); an attempt that was the last one
  * finishes the job FAILED (finish.cpp). Orphan rescue (maintenance.cpp)
- * ends attempts the same way.
+ * ends attempts the same way. A job given back was never attempted: its
+ * attempt is taken back and nothing goes to the history.
  */
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 
 #include "guc.hpp"
+#include "pg/compat.hpp"
 #include "pg/spi_rows.hpp"
 #include "pure/backoff.hpp"
 #include "shmem/stats.hpp"
+#include "xact/wake.hpp"
 
 namespace pqrun::queue {
 
@@ -39,13 +43,40 @@ spi::Statement kRequeue{
     4,
     {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}};
 
+/* Makes running job $1 READY again at $2 as if it had never been picked
+ * up, with $3 added to its snoozes. */
+spi::Statement kGiveBack{
+    "give back",
+    "UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
+    "   attempts = GREATEST(attempts - 1, 0), snoozes = snoozes + $3, locked_at = NULL, locked_by = NULL,"
+    "   lease_token = NULL, heartbeat_at = NULL, holder_pid = NULL, holder_started = NULL,"
+    "   updated_at = pg_catalog.now()"
+    " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after",
+    3,
+    {INT8OID, TIMESTAMPTZOID, INT4OID}};
+
 spi::Statement kHeartbeat{
     "heartbeat",
-    "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(),"
+    "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(), " PQRUN_SET_PROGRESS
     "   holder_pid = pg_catalog.pg_backend_pid(), " PQRUN_SET_HOLDER_STARTED "updated_at = pg_catalog.now()"
     " WHERE id = $1 AND status = 'RUNNING' AND ($2::uuid IS NULL OR lease_token = $2) RETURNING id",
-    2,
-    {INT8OID, UUIDOID}};
+    3,
+    {INT8OID, UUIDOID, JSONBOID}};
+
+/* Whether job $1 was finished DONE or FAILED under lease $2: by its own
+ * worker, since only the holder of a lease has it. */
+spi::Statement kFinishedUnder{"finished under",
+                              "SELECT EXISTS (SELECT FROM pqrun.job_done WHERE id = $1 AND lease_token = $2"
+                              "   AND status IN ('DONE', 'FAILED'))",
+                              2,
+                              {INT8OID, UUIDOID}};
+
+/* The stale window (s) of job $1 while it is running under lease $2. */
+spi::Statement kHeldWindow{"held window",
+                           "SELECT COALESCE(timeout_seconds, $3) FROM pqrun.job_live WHERE id = $1"
+                           "   AND status = 'RUNNING' AND ($2::uuid IS NULL OR lease_token = $2)",
+                           3,
+                           {INT8OID, UUIDOID, INT4OID}};
 
 spi::Statement kStale{
     "stale",
@@ -86,10 +117,17 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 
-JobStatus
-MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
+namespace {
+
+/* The wait event of a waiting heartbeat (compat::ExtensionWaitEvent). */
+uint32 heartbeat_wait_event = 0;
+
+/* LockRunning row-locks job `job_id` while it runs (under `lease` when
+ * given), after its FIFO group's lock when it has a group, or raises as a
+ * mark does; its attempts and max_attempts are then row 0 of the result. */
+void
+LockRunning(int64 job_id, Datum lease, bool has_lease)
 {
-	error = ClipError(error);
 	Datum values[3] = {Int64GetDatum(job_id), lease, BoolGetDatum(false)};
 	char nulls[4] = {' ', has_lease ? ' ' : 'n', ' ', '\0'};
 	if (Exec(stmts::kLockRunning, values, nulls, SPI_OK_SELECT) == 0) {
@@ -97,6 +135,62 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 		if (!LockGroupOf(job_id) || Exec(stmts::kLockRunning, values, nulls, SPI_OK_SELECT) == 0)
 			RaiseNotRunning(job_id, lease, has_lease);
 	}
+}
+
+/* AwaitLeaseEnd sleeps until job `job_id` stops running under `lease`
+ * or `wait_ms` pass, but at most half the job's stale window, so that the
+ * renewal after it comes in time; it answers whether the job still runs.
+ * A cancel wakes it at its commit (wake.cpp); anything else that ends the
+ * lease is seen within a second. A job gone otherwise than by its worker's
+ * own finish (DONE or FAILED under this lease: the usual end of a waiting
+ * heartbeat, not worth an error) raises as a mark does. */
+bool
+AwaitLeaseEnd(int64 job_id, Datum lease, bool has_lease, int64 wait_ms)
+{
+	Datum values[3] = {Int64GetDatum(job_id), lease, Int32GetDatum(pqrun_stale_timeout)};
+	char nulls[4] = {' ', has_lease ? ' ' : 'n', ' ', '\0'};
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(start, wait_ms);
+	volatile bool running = true;
+	wake::RegisterLeaseWait(job_id);
+	PG_TRY();
+	{
+		for (bool first = true;; first = false) {
+			if (Exec(stmts::kHeldWindow, values, nulls, SPI_OK_SELECT) == 0) {
+				running = !(has_lease && Exec(stmts::kFinishedUnder, values, nullptr, SPI_OK_SELECT) > 0 && ColBool(0, 1));
+				if (!running)
+					break;
+				RaiseNotRunning(job_id, lease, has_lease);
+			}
+			if (first) {
+				bool isnull;
+				int64 window_ms = static_cast<int64>(DatumGetInt32(Col(0, 1, &isnull))) * 1000;
+				deadline = Min(deadline, TimestampTzPlusMilliseconds(start, Max(window_ms, 0) / 2));
+			}
+			long sleep_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (sleep_ms <= 0)
+				break;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(sleep_ms, 1000L),
+			                compat::ExtensionWaitEvent(heartbeat_wait_event, "PqrunHeartbeat"));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		wake::UnregisterLeaseWait();
+	}
+	PG_END_TRY();
+	return running;
+}
+
+} // namespace
+
+JobStatus
+MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
+{
+	error = ClipError(error);
+	LockRunning(job_id, lease, has_lease);
 	bool isnull;
 	int32 attempts = DatumGetInt32(Col(0, 1, &isnull));
 	int32 max_attempts = DatumGetInt32(Col(0, 2, &isnull));
@@ -115,10 +209,20 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 }
 
 void
-Heartbeat(int64 job_id, Datum lease, bool has_lease)
+GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, bool snooze)
 {
-	Datum values[2] = {Int64GetDatum(job_id), lease};
-	char nulls[3] = {' ', has_lease ? ' ' : 'n', '\0'};
+	LockRunning(job_id, lease, has_lease);
+	Datum values[3] = {Int64GetDatum(job_id), TimestampTzGetDatum(run_after), Int32GetDatum(snooze ? 1 : 0)};
+	NoteRows(Exec(stmts::kGiveBack, values, nullptr, SPI_OK_UPDATE_RETURNING), ReadyRows::kMaybeDelayed);
+}
+
+void
+Heartbeat(int64 job_id, Datum lease, bool has_lease, Datum progress, bool has_progress, int64 wait_ms)
+{
+	if (wait_ms > 0 && !AwaitLeaseEnd(job_id, lease, has_lease, wait_ms))
+		return;
+	Datum values[3] = {Int64GetDatum(job_id), lease, progress};
+	char nulls[4] = {' ', has_lease ? ' ' : 'n', has_progress ? ' ' : 'n', '\0'};
 	if (Exec(stmts::kHeartbeat, values, nulls, SPI_OK_UPDATE_RETURNING) == 0)
 		RaiseNotRunning(job_id, lease, has_lease);
 }

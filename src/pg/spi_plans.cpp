@@ -18,13 +18,26 @@ constexpr Addition kAdditions[] = {
     {"_backend_started", PQRUN_CLEAR_HOLDER_STARTED, ""},
     {"_backend_started", PQRUN_SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
     {"_backend_started", PQRUN_SAME_HOLDER_STARTED, ""},
+    {"release", PQRUN_JOB_CONTROLS, ""},
+    {"release", PQRUN_SET_PROGRESS, ""},
 };
 
+/* Installed answers whether schema pqrun has a function of that name,
+ * whatever its arguments. */
 bool
 Installed(const char *function)
 {
-	return OidIsValid(
-	    LookupFuncName(list_make2(makeString(pstrdup("pqrun")), makeString(pstrdup(function))), 0, nullptr, true));
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	if (!OidIsValid(namespace_id))
+		return false;
+	bool found = false;
+	CatCList *candidates = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(function));
+	for (int i = 0; i < candidates->n_members && !found; i++) {
+		auto *proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&candidates->members[i]->tuple));
+		found = proc->pronamespace == namespace_id;
+	}
+	ReleaseSysCacheList(candidates);
+	return found;
 }
 
 const char *
@@ -55,7 +68,8 @@ SPIPlanPtr
 PlanFor(Statement &stmt)
 {
 	/* An adapted plan is given up as soon as ALTER EXTENSION UPDATE has
-	 * run: its statement would leave holder_started behind holder_pid. */
+	 * run: its statement would leave holder_started behind holder_pid, or
+	 * a job's progress behind when it finishes. */
 	if (stmt.plan != nullptr && stmt.adapted && AsInstalled(stmt.sql) == stmt.sql) {
 		SPI_freeplan(stmt.plan);
 		stmt.plan = nullptr;

@@ -14,13 +14,17 @@
 /* What later versions added to the statements. Until ALTER EXTENSION UPDATE
  * has installed the function that came with an addition, the plan cache
  * runs the statements without it (spi_plans.cpp, kAdditions): 0.3.0's lease
- * token function, and 0.5.0's start of the session holding a running job
- * (with job_live.holder_started, beside holder_pid). */
+ * token function, 0.5.0's start of the session holding a running job
+ * (with job_live.holder_started, beside holder_pid), and 0.8.0's progress
+ * and snooze count of a job (columns of job_live, job_done and pqrun.jobs,
+ * last in each; added with pqrun.release). */
 #define PQRUN_LEASE_TOKEN "pqrun._lease_token()"
 #define PQRUN_SET_HOLDER_STARTED "holder_started = pqrun._backend_started(), "
 #define PQRUN_CLEAR_HOLDER_STARTED "holder_started = NULL, "
 #define PQRUN_SELECT_HOLDER_STARTED "holder_started AS started"
 #define PQRUN_SAME_HOLDER_STARTED " AND holder_started IS NOT DISTINCT FROM $3"
+#define PQRUN_JOB_CONTROLS ", progress, snoozes"
+#define PQRUN_SET_PROGRESS "progress = COALESCE($3, progress), "
 
 namespace pqrun::spi {
 

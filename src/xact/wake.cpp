@@ -30,11 +30,13 @@ struct Waiter {
 	int nqueues;
 	uint32 types[kMaxFilter];
 	uint32 queues[kMaxFilter];
+	int64 lease_job; /* a waiting heartbeat's job, 0: none (not a long-poll waiter) */
 };
 
 struct WaiterTable {
 	LWLock *lock;
 	pg_atomic_uint32 waiting;
+	pg_atomic_uint32 lease_waiting; /* waiting heartbeats */
 	int size;
 	Waiter waiters[FLEXIBLE_ARRAY_MEMBER];
 };
@@ -75,6 +77,12 @@ Claimed claimed[kMaxPending];
 int nclaimed = 0;
 int claimed_overflow_level = INT_MAX; /* claims beyond the table, from this level on */
 TimestampTz earliest_delayed = 0;
+
+/* Running jobs this transaction cancelled: their waiting heartbeats are
+ * woken at its commit. */
+int64 ended_leases[kMaxPending];
+int nended = 0;
+bool ended_overflow = false;
 
 /* Smallest pickup keys this transaction made READY (lowered into the hint at
  * COMMIT) and left READY while locking or claiming them (lowered at ABORT,
@@ -156,6 +164,48 @@ Reset()
 	ready_key = held_key = claimed_key = kNoKey;
 	nclaimed = 0;
 	claimed_overflow_level = INT_MAX;
+	nended = 0;
+	ended_overflow = false;
+}
+
+/* WakeLeaseWaiters wakes this database's waiting heartbeats of the jobs
+ * whose leases this transaction ended. */
+void
+WakeLeaseWaiters()
+{
+	if (table == nullptr || (nended == 0 && !ended_overflow) || pg_atomic_read_u32(&table->lease_waiting) == 0)
+		return;
+	LWLockAcquire(table->lock, LW_SHARED);
+	for (int i = 0; i < table->size; i++) {
+		const Waiter &w = table->waiters[i];
+		if (w.lease_job == 0 || w.dboid != MyDatabaseId)
+			continue;
+		bool wake = ended_overflow;
+		for (int j = 0; j < nended && !wake; j++)
+			wake = ended_leases[j] == w.lease_job;
+		if (wake)
+			SetLatch(w.latch);
+	}
+	LWLockRelease(table->lock);
+}
+
+/* LeaveOnExit makes sure a FATAL exit (pg_terminate_backend, say), which
+ * skips PG_FINALLY, leaves the table too, or the next backend with this
+ * PGPROC would inherit a registration and swallow wake-ups meant for
+ * others. */
+void
+LeaveOnExit()
+{
+	static bool installed = false;
+	if (!installed) {
+		before_shmem_exit(
+		    [](int, Datum) {
+			    Unregister(false);
+			    UnregisterLeaseWait();
+		    },
+		    0);
+		installed = true;
+	}
 }
 
 void
@@ -408,14 +458,7 @@ Register(ArrayType *job_types, ArrayType *queues)
 	int mine = MyIndex();
 	if (mine < 0)
 		return false;
-	/* A FATAL exit (pg_terminate_backend, say) skips PG_FINALLY: leave the
-	 * table on process exit too, or the next backend with this PGPROC would
-	 * inherit a registration and swallow wake-ups meant for others. */
-	static bool exit_hook_installed = false;
-	if (!exit_hook_installed) {
-		before_shmem_exit([](int, Datum) { Unregister(false); }, 0);
-		exit_hook_installed = true;
-	}
+	LeaveOnExit();
 	Waiter w{};
 	w.in_use = true;
 	w.dboid = MyDatabaseId;
@@ -455,6 +498,47 @@ Unregister(bool claimed_any)
 	}
 	LWLockRelease(table->lock);
 	look_owes_wake = false;
+}
+
+void
+RegisterLeaseWait(int64 job_id)
+{
+	int mine = MyIndex();
+	if (mine < 0)
+		return;
+	LeaveOnExit();
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	Waiter &me = table->waiters[mine];
+	if (me.lease_job == 0)
+		pg_atomic_fetch_add_u32(&table->lease_waiting, 1);
+	me.dboid = MyDatabaseId;
+	me.latch = MyLatch;
+	me.lease_job = job_id;
+	LWLockRelease(table->lock);
+}
+
+void
+UnregisterLeaseWait()
+{
+	int mine = MyIndex();
+	if (mine < 0)
+		return;
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	Waiter &me = table->waiters[mine];
+	if (me.lease_job != 0) {
+		me.lease_job = 0;
+		pg_atomic_fetch_sub_u32(&table->lease_waiting, 1);
+	}
+	LWLockRelease(table->lock);
+}
+
+void
+NoteLeaseEnded(int64 job_id)
+{
+	if (nended < kMaxPending)
+		ended_leases[nended++] = job_id;
+	else
+		ended_overflow = true;
 }
 
 void
@@ -557,6 +641,7 @@ AtCommit()
 	LowerHintTo(ready_key);
 	if (npending > 0 || overflow)
 		WakeWaiters(pending, npending, overflow);
+	WakeLeaseWaiters();
 	LowerNextDue();
 	Reset();
 }
@@ -597,6 +682,7 @@ ShmemInit()
 		memset(table, 0, ShmemSize());
 		table->lock = &(GetNamedLWLockTranche("pqrun"))[1].lock;
 		pg_atomic_init_u32(&table->waiting, 0);
+		pg_atomic_init_u32(&table->lease_waiting, 0);
 		table->size = MaxBackends;
 	}
 }

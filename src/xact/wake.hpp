@@ -59,6 +59,13 @@ bool Register(ArrayType *job_types, ArrayType *queues);
  * that leaves without `claimed_any` passes the wake-up on. */
 void Unregister(bool claimed_any);
 
+/* A waiting heartbeat (requeue.cpp) registers the job it waits for, so
+ * that the commit of a cancel that ends its lease (NoteLeaseEnded) wakes
+ * it at once. */
+void RegisterLeaseWait(int64 job_id);
+void UnregisterLeaseWait();
+void NoteLeaseEnded(int64 job_id);
+
 /* PrepareCheck marks this waiter as not woken, before it looks for jobs;
  * LookDone follows a look that ran to its end, found a job or not. */
 void PrepareCheck();

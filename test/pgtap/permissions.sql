@@ -4,7 +4,8 @@
 -- grant_monitor give a role exactly its use:
 --   producer: enqueue, enqueue_batch, cancel, read pqrun.jobs
 --   worker:   pickup, mark_done, mark_done_batch, mark_done_and_pickup,
---             mark_error, heartbeat, enqueue, enqueue_batch, read pqrun.jobs
+--             mark_error, heartbeat, release, snooze, enqueue, enqueue_batch,
+--             read pqrun.jobs
 --   monitor:  read jobs, job_attempts, periodic, queue_stats, workers, health,
 --             call metrics()
 -- and everything else (reap_stale, retry, purge, run_maintenance, schedule,
@@ -26,7 +27,7 @@ SELECT lives_ok($$SELECT pqrun.grant_monitor('tap_monitor')$$, 'grant_monitor');
 -- ---- the catalog ----------------------------------------------------------------
 CREATE TEMP TABLE api_fn(name) AS VALUES ('enqueue'), ('enqueue_batch'), ('pickup'), ('mark_done'),
 	('mark_done_batch'), ('mark_done_and_pickup'), ('mark_error'),
-	('heartbeat'), ('reap_stale'), ('cancel'), ('retry'), ('purge'), ('run_maintenance'), ('schedule'),
+	('heartbeat'), ('release'), ('snooze'), ('reap_stale'), ('cancel'), ('retry'), ('purge'), ('run_maintenance'), ('schedule'),
 	('unschedule'), ('metrics'), ('grant_producer'), ('grant_worker'), ('grant_monitor');
 CREATE TEMP TABLE api_rel(name) AS VALUES ('jobs'), ('job_attempts'), ('periodic'), ('queue_stats'), ('workers'),
 	('health');
@@ -63,8 +64,8 @@ SELECT is(pg_temp.may_execute('tap_producer'), ARRAY['cancel', 'enqueue', 'enque
 	'a producer may call enqueue, enqueue_batch and cancel, nothing else');
 SELECT is(pg_temp.may_execute('tap_worker'),
 	ARRAY['enqueue', 'enqueue_batch', 'heartbeat', 'mark_done', 'mark_done_and_pickup', 'mark_done_batch', 'mark_error',
-	      'pickup'],
-	'a worker may call pickup, the mark functions, heartbeat, enqueue and enqueue_batch, nothing else');
+	      'pickup', 'release', 'snooze'],
+	'a worker may call pickup, the mark functions, heartbeat, release, snooze, enqueue and enqueue_batch, nothing else');
 SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['metrics'], 'a monitor may call metrics(), nothing else');
 SELECT is(pg_temp.may_execute('tap_nobody'), '{}'::text[], 'PUBLIC may call no API function');
 

@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(194);
+SELECT plan(204);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -35,7 +35,7 @@ SELECT unnest(ARRAY[has_column('pqrun', 'jobs', c, format('pqrun.jobs has column
                ('locked_by', 'text'), ('lease_token', 'uuid'), ('dedupe_key', 'text'), ('fifo_key', 'text'),
                ('depends_on', 'bigint[]'), ('last_error', 'text'), ('finished_at', 'timestamp with time zone'),
                ('duration_ms', 'integer'), ('result', 'jsonb'), ('created_at', 'timestamp with time zone'),
-               ('updated_at', 'timestamp with time zone')) AS cols(c, t);
+               ('updated_at', 'timestamp with time zone'), ('progress', 'jsonb'), ('snoozes', 'integer')) AS cols(c, t);
 
 -- ---- pqrun.job_attempts ------------------------------------------------------
 SELECT has_relation('pqrun', 'job_attempts', 'pqrun.job_attempts exists (table or view)');
@@ -81,7 +81,12 @@ SELECT unnest(ARRAY[
 	('mark_error', ARRAY['bigint', 'text', 'boolean', 'uuid', 'interval'], 'pqrun.job_status',
 	 'job_id bigint, error text, terminal boolean DEFAULT false, lease_token uuid DEFAULT NULL::uuid, '
 	 'retry_after interval DEFAULT NULL::interval'),
-	('heartbeat', ARRAY['bigint', 'uuid'], 'void', 'job_id bigint, lease_token uuid DEFAULT NULL::uuid'),
+	('heartbeat', ARRAY['bigint', 'uuid', 'jsonb', 'interval'], 'void',
+	 'job_id bigint, lease_token uuid DEFAULT NULL::uuid, progress jsonb DEFAULT NULL::jsonb, '
+	 'wait interval DEFAULT ''00:00:00''::interval'),
+	('release', ARRAY['bigint', 'uuid'], 'void', 'job_id bigint, lease_token uuid DEFAULT NULL::uuid'),
+	('snooze', ARRAY['bigint', 'interval', 'uuid'], 'void',
+	 'job_id bigint, delay interval, lease_token uuid DEFAULT NULL::uuid'),
 	('reap_stale', ARRAY['interval'], 'integer', 'default_stale_after interval DEFAULT ''00:20:00''::interval'),
 	('cancel', ARRAY['bigint', 'text'], 'boolean', 'job_id bigint, reason text DEFAULT NULL::text'),
 	('retry', ARRAY['bigint'], 'boolean', 'job_id bigint'),

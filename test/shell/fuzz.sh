@@ -311,6 +311,7 @@ INSERT INTO fuzz.allowed VALUES
 	('mark_done', '{22023,P0002,55000}'), ('mark_done_batch', '{22023,P0002,55000}'),
 	('mark_done_and_pickup', '{22023,P0002,55000}'),
 	('mark_error', '{22023,P0002,55000}'), ('heartbeat', '{22023,P0002,55000}'),
+	('release', '{22023,P0002,55000}'), ('snooze', '{22023,P0002,55000}'),
 	('cancel', '{22023,P0002}'), ('retry', '{22023,P0002}'),
 	('purge', '{22023}'), ('reap_stale', '{22023}'), ('run_maintenance', '{}'),
 	('schedule', '{22023,54000}'), ('unschedule', '{22023}'), ('cron_next', '{22023,22008}'),
@@ -340,9 +341,12 @@ $$;
 
 /* Generated cases: every public function, every input position, every
  * hostile value of its type; the required arguments elsewhere get sane
- * values, the optional ones their defaults. */
-CREATE FUNCTION fuzz.sane(fn text, arg text, typ regtype) RETURNS text LANGUAGE sql AS $$
+ * values, the optional ones their defaults. A heartbeat's wait is fuzzed on
+ * a finished job: on a running one it would sleep up to half the job's
+ * stale window, and the wait is checked before the job is looked at. */
+CREATE FUNCTION fuzz.sane(fn text, arg text, typ regtype, fuzzed text) RETURNS text LANGUAGE sql AS $$
 	SELECT fuzz.subst(CASE
+		WHEN fn = 'heartbeat' AND arg = 'job_id' AND fuzzed = 'wait' THEN '{done}'
 		WHEN arg = 'job_type' THEN $s$'fz'$s$
 		WHEN arg = 'worker_id' THEN $s$'fuzzer'$s$
 		WHEN arg = 'job_id' THEN '{run1}'
@@ -391,7 +395,8 @@ BEGIN
 					IF j = k THEN
 						args := args || format('%I => (%s)::%s', names[inputs[j]], v.expr, v.typ);
 					ELSIF j <= nreq THEN
-						args := args || format('%I => %s', names[inputs[j]], fuzz.sane(p.proname, names[inputs[j]], types[inputs[j]]::regtype));
+						args := args || format('%I => %s', names[inputs[j]],
+						                       fuzz.sane(p.proname, names[inputs[j]], types[inputs[j]]::regtype, names[i]));
 					ELSIF p.proname = 'schedule' AND names[inputs[j]] = 'cron' AND names[i] <> 'run_every' THEN
 						args := args || $s$cron => '*/5 * * * *'$s$::text;
 					END IF;
@@ -403,7 +408,7 @@ BEGIN
 					EXECUTE format('SELECT (%s)::interval < interval ''0''', v.expr) INTO neg;
 					IF NOT neg THEN
 						forbid := 'negative';
-					ELSIF names[i] IN ('wait', 'retry_after', 'older_than', 'default_stale_after', 'run_every') THEN
+					ELSIF names[i] IN ('wait', 'delay', 'retry_after', 'older_than', 'default_stale_after', 'run_every') THEN
 						expect := '22023';
 					END IF;
 				END IF;
@@ -644,6 +649,31 @@ SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({blocked})$$, '55000');
 SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat(999999999999)$$, 'P0002');
 SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat(-1, gen_random_uuid())$$, 'P0002');
 SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat(NULL, {run1.tok})$$, '22023');
+SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, {run1.tok}, '{"step": 2}')$$, 'ok',
+	post => $$(SELECT progress = '{"step": 2}' FROM pqrun.jobs WHERE id = {run1})$$);
+SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, {run1.tok}, (SELECT j FROM fuzz.big WHERE k = 'json'))$$, '22023');
+SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, {run1.tok}, NULL, '10 ms')$$, 'ok');
+SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, gen_random_uuid(), NULL, '1 hour')$$, '55000');
+SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({ready}, NULL, NULL, '1 hour')$$, '55000');
+SELECT fuzz.add('release', $$SELECT pqrun.release({run1}, {run1.tok})$$, 'ok',
+	post => $$(SELECT status = 'READY' AND attempts = 0 FROM pqrun.jobs WHERE id = {run1})$$);
+SELECT fuzz.add('release', $$SELECT pqrun.release({fifo1})$$, 'ok',
+	post => $$(SELECT status = 'BLOCKED' FROM pqrun.jobs WHERE id = {fifo2})$$);
+SELECT fuzz.add('release', $$SELECT pqrun.release({run1}, {run2.tok})$$, '55000');
+SELECT fuzz.add('release', $$SELECT pqrun.release({ready})$$, '55000');
+SELECT fuzz.add('release', $$SELECT pqrun.release({done}, gen_random_uuid())$$, '55000');
+SELECT fuzz.add('release', $$SELECT pqrun.release({blocked})$$, '55000');
+SELECT fuzz.add('release', $$SELECT pqrun.release(999999999999)$$, 'P0002');
+SELECT fuzz.add('release', $$SELECT pqrun.release(NULL, {run1.tok})$$, '22023');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({run1}, '1 hour', {run1.tok})$$, 'ok',
+	post => $$(SELECT status = 'READY' AND snoozes = 1 AND attempts = 0 AND run_after > now() FROM pqrun.jobs WHERE id = {run1})$$);
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({run1}, '0')$$, 'ok');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({run1}, '1 hour', gen_random_uuid())$$, '55000');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({delayed}, '1 hour')$$, '55000');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({run1}, NULL)$$, '22023');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({run1}, '-1 microsecond')$$, '22023');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze({run1}, '170000000 years')$$, '22023');
+SELECT fuzz.add('snooze', $$SELECT pqrun.snooze(-1, '1 hour')$$, 'P0002');
 SELECT fuzz.add('mark_error', $$SELECT pqrun.mark_error({run1}, 'e', lease_token => {run1.tok})$$, 'ok',
 	post => $$(SELECT status = 'READY' AND run_after > now() FROM pqrun.jobs WHERE id = {run1})$$);
 SELECT fuzz.add('mark_error', $$SELECT pqrun.mark_error({run1}, 'e', lease_token => gen_random_uuid())$$, '55000');

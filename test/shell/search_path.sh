@@ -48,7 +48,8 @@
 #    and without a job, with mark_done_batch in the same statement, claims
 #    written at commit, by a read of pqrun.jobs, by a utility command, by
 #    PREPARE TRANSACTION, in a rolled-back savepoint), mark_done,
-#    mark_done_batch, mark_done_and_pickup, mark_error (retry and terminal), heartbeat, fifo and
+#    mark_done_batch, mark_done_and_pickup, mark_error (retry and terminal), heartbeat (with
+#    progress, waiting), release, snooze, fifo and
 #    dependency release, CALL await_jobs, cancel, retry, purge, reap_stale,
 #    run_maintenance, _fire_due_schedules, schedule/unschedule, cron_next,
 #    metrics() and every view — in READ COMMITTED, REPEATABLE READ and
@@ -459,6 +460,18 @@ BEGIN ISOLATION LEVEL $iso;
 SELECT pqrun.heartbeat(:j, :'l');
 SELECT pqrun.mark_done(:j, '{"ok": true}', :'l');
 COMMIT;
+SET application_name = '$tag: progress, release, snooze';
+BEGIN ISOLATION LEVEL $iso;
+SELECT id AS j, lease_token AS l FROM pqrun.pickup('$t', job_types => '{$t}') \gset
+SELECT pqrun.heartbeat(:j, :'l', '{"step": 1}');
+SELECT pqrun.release(:j, :'l');
+SELECT id AS j, lease_token AS l FROM pqrun.pickup('$t', job_types => '{$t}') \gset
+SELECT pqrun.snooze(:j, '0', :'l');
+COMMIT;
+SET application_name = '$tag: waiting heartbeat';
+SELECT id AS j, lease_token AS l FROM pqrun.pickup('$t', job_types => '{$t}') \gset
+SELECT pqrun.heartbeat(:j, :'l', NULL, '10 ms');
+SELECT pqrun.release(:j, :'l');
 SET application_name = '$tag: pickup; write by a read; mark_error';
 BEGIN ISOLATION LEVEL $iso;
 SELECT id AS j, lease_token AS l FROM pqrun.pickup('$t', job_types => '{$t}') \gset

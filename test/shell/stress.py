@@ -642,7 +642,8 @@ class Consumer(Client):
 
     def finish(self, ready, batch_ok=True, probe=True):
         r = self.rnd
-        kind = r.choices(["done", "batch", "error", "heartbeat"], [5, 3 if batch_ok else 0, 2, 1])[0]
+        kind = r.choices(["done", "batch", "error", "heartbeat", "release", "snooze"],
+                         [5, 3 if batch_ok else 0, 2, 1, 0.5, 0.5])[0]
         if kind == "batch":
             group, seen = [], set()
             for h in ready:   # one attempt per job: a killed holder's job may be ours again as a new attempt
@@ -668,8 +669,14 @@ class Consumer(Client):
             if st != "READY":
                 violation("mark_error with attempts left did not make the job READY",
                           f"{self.worker}: job {h['id']} attempt {h['att']} -> {st}")
+        elif kind == "release":
+            self.q("SELECT pqrun.release(%s, lease_token => %s::uuid)", (h["id"], h["lease"]))
+        elif kind == "snooze":
+            self.q("SELECT pqrun.snooze(%s, %s::interval, lease_token => %s::uuid)",
+                   (h["id"], self.rnd.choice(["0", "20 ms"]), h["lease"]))
         else:
-            self.q("SELECT pqrun.heartbeat(%s, lease_token => %s::uuid)", (h["id"], h["lease"]))
+            self.q("SELECT pqrun.heartbeat(%s, lease_token => %s::uuid, progress => %s::jsonb)",
+                   (h["id"], h["lease"], json.dumps({"beat": h["worker"]})))
 
     def mark_one(self, h, kind, probe):
         try:
@@ -688,10 +695,10 @@ class Consumer(Client):
         if kind == "heartbeat":
             h["hold_until"] = now() + self.rnd.uniform(0, 0.05)
             return
-        self.resolve(h, "marked-" + kind)
+        self.resolve(h, "given-back" if kind in ("release", "snooze") else "marked-" + kind)
         if probe and self.rnd.random() < 0.3:
             # the same lease again: the attempt is over, so 55000
-            self.probe(h, self.rnd.choice(["done", "error", "heartbeat"]), f"after a successful mark_{kind}")
+            self.probe(h, self.rnd.choice(["done", "error", "heartbeat", "release"]), f"after a successful mark_{kind}")
 
     def mark_batch(self, group, probe):
         ids = [h["id"] for h in group]
@@ -975,13 +982,14 @@ def check(mon):
     if len(jobs) != expected:
         violation("job count", f"{len(jobs)} jobs, expected {expected}")
 
-    # each job handed out once per attempt
+    # each job handed out once per attempt; an attempt given back (release,
+    # snooze) was never made, so the job's next handout has its number again
     by_pair = collections.defaultdict(list)
-    for h in handouts:
+    for h in sorted(handouts, key=lambda h: h["t"]):
         by_pair[(h["id"], h["att"])].append(h)
     by_lease = collections.Counter(h["lease"] for h in handouts)
     for pair, hs in by_pair.items():
-        if len(hs) > 1:
+        if any(h["state"] != "given-back" and h["uncertain_mark"] not in ("release", "snooze") for h in hs[:-1]):
             violation("job handed out twice in one attempt",
                       f"job {pair[0]} attempt {pair[1]}: " +
                       "; ".join(f"{h['worker']} via {h['path']} at {h['t']:.2f}s lease {h['lease']}" for h in hs))
@@ -991,7 +999,12 @@ def check(mon):
     uncertain_pairs = {(h["id"], h["att"]) for h in uncertain_claims}
     for pair, hs in by_pair.items():
         a = attempts.get(pair)
-        h = hs[0]
+        h = hs[-1]
+        if h["state"] == "given-back":
+            if a is not None and a[2] == h["worker"]:
+                violation("an attempt given back is in job_attempts",
+                          f"job {pair[0]} attempt {pair[1]} given back by {h['worker']}: {a}")
+            continue
         if a is None:
             violation("committed claim missing from job_attempts",
                       f"job {pair[0]} attempt {pair[1]} claimed by {h['worker']} via {h['path']} at {h['t']:.2f}s")
@@ -1025,10 +1038,10 @@ def check(mon):
 
     # marks: done/error only with the current lease; 55000 only for a lost lease
     done_ok = collections.defaultdict(list)
-    handout_of = {(h["id"], h["att"]): h for h in handouts}
+    handout_of = {h["lease"]: h for h in handouts}
     for kind, i, n, lease, result, worker in marks:
         a = attempts.get((i, n))
-        h = handout_of.get((i, n))
+        h = handout_of.get(lease)
         if result == "ok" and kind == "done":
             done_ok[i].append((n, lease, worker))
             j = jobs.get(i)
@@ -1044,8 +1057,10 @@ def check(mon):
             if h and h["timeout"]:
                 allowed.add("stale")
             if h and h["uncertain_mark"]:
-                allowed.add({"done": "done", "error": "retry"}[h["uncertain_mark"]])
-            if a is None or a[3] not in allowed:
+                allowed.add({"done": "done", "error": "retry"}.get(h["uncertain_mark"], "given back"))
+            if h and (h["state"] == "given-back" or "given back" in allowed):
+                count("55000 after a give-back")
+            elif a is None or a[3] not in allowed:
                 violation("55000 for a lease its holder still had",
                           f"{kind} of job {i} attempt {n} by {worker} (claimed by {h and h['worker']} via "
                           f"{h and h['path']}, timeout {h and h['timeout']}) got 55000; job_attempts outcome "
@@ -1082,6 +1097,7 @@ def report():
             "claims rolled back", "claims rolled back to a savepoint", "attempts",
             "jobs retried after an orphaned/stale/error attempt", "empty pickups", "await_jobs ready",
             "await_jobs not ready", "mark_done ok", "mark_done_batch ok", "mark_error ok", "mark_heartbeat ok",
+            "mark_release ok", "mark_snooze ok",
             "55000 seen", "stale-lease probes answered 55000", "cancels sent", "57014 cancels seen",
             "57014 timeouts seen", "kills sent", "connections lost to kills", "connections", "40001 seen",
             "40P01 seen", "aborted sessions", "25P02 case runs", "25P02 case hits"]

@@ -34,8 +34,9 @@
 #    roll back. 10% of the operations run under a 1-8 ms statement_timeout,
 #    so that timeouts land inside pqrun's own code (direct pick and finish,
 #    claims written at COMMIT). Jobs claimed and committed are finished
-#    later with mark_done, mark_done_batch or mark_error(retry_after 0-300 ms) or
-#    heartbeat, by their lease; 4% are held 2.5 s (the reaper's turn for
+#    later with mark_done, mark_done_batch or mark_error(retry_after 0-300 ms),
+#    given back with release or snooze (0 or 20 ms), or get a heartbeat with
+#    progress, by their lease; 4% are held 2.5 s (the reaper's turn for
 #    jobs with timeout_seconds 1); 30% of successful marks are repeated with
 #    the same lease, which must answer 55000;
 #  - a chaos thread sends pg_cancel_backend to a random producer or
@@ -55,7 +56,9 @@
 # Checks (each violation class is printed with examples; exit 1 on any):
 #  - each job handed out once per attempt: no (job, attempt) pair and no
 #    lease token in two committed claims (a claim counts once the statement
-#    or COMMIT that made it returned); every committed claim is the
+#    or COMMIT that made it returned), but for an attempt given back by
+#    release or snooze, which was never made and is not in job_attempts; every
+#    other committed claim is the
 #    job_attempts row of that attempt, by that worker; every job_attempts
 #    row is a committed claim, unless its worker's connection was killed
 #    while such a commit was in flight;
@@ -65,8 +68,9 @@
 #  - leases: a successful mark_done is the job's last attempt with its
 #    lease; a successful mark_error made that attempt a retry; no job is
 #    marked done twice; 55000 comes only for an attempt orphaned after its
-#    holder was killed, reaped as stale, or already finished by a mark whose
-#    answer the kill swallowed; a repeated mark is never accepted;
+#    holder was killed, reaped as stale, given back, or already finished by
+#    a mark whose answer the kill swallowed; a repeated mark is never
+#    accepted;
 #  - no session left in an aborted transaction: after every error (cancel,
 #    timeout, 40001, 55000) the session is idle (after ROLLBACK if it had
 #    opened a block) and SELECT 1 works; 25P02 is a violation;

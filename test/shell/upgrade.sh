@@ -21,7 +21,8 @@
 #   4. it keeps working: the schedule goes on firing, the held job is
 #      finished by its worker role through the new version's functions, the
 #      dependent job is released, and the role granted under V can call what
-#      the new version added.
+#      the new version added or replaced (mark_done_batch, heartbeat with
+#      progress, snooze, release).
 # The jobs come from test/lib/jobs_in_every_state.sql.
 set -uo pipefail
 
@@ -141,6 +142,12 @@ for from in $released; do
 		grep -q '^ERROR:  55000' <(q -v VERBOSITY=sqlstate -c "SELECT pqrun.mark_done(8, lease_token => gen_random_uuid())" 2>&1)
 	check "mark_done_batch finishes a FIFO head" 3 "SELECT pqrun.mark_done_batch(ARRAY[4, 7, 8]::bigint[])"
 	check "and releases its successor" READY "SELECT status FROM pqrun.jobs WHERE id = 9"
+	check "the worker role reports progress, snoozes and releases (0.8.0's heartbeat, snooze, release)" \
+		'READY 0 1 {"p": 1}' \
+		"SET ROLE $role; DO \$\$BEGIN
+		   PERFORM pqrun.pickup('new', job_types => ARRAY['fifo']); PERFORM pqrun.heartbeat(9, NULL, '{\"p\": 1}');
+		   PERFORM pqrun.snooze(9, '0'); PERFORM pqrun.pickup('new', job_types => ARRAY['fifo']); PERFORM pqrun.release(9);
+		 END\$\$; SELECT concat_ws(' ', status, attempts, snoozes, progress) FROM pqrun.jobs WHERE id = 9"
 	kill "$holder_pid" 2>/dev/null
 	holder_pid=
 done
