@@ -4,7 +4,7 @@
 // job's result (any JSON value) or throws.
 
 const { setTimeout: sleep } = require('node:timers/promises');
-const { TerminalError } = require('./worker');
+const { TerminalError, Snooze } = require('./worker');
 
 module.exports = {
   // Success: the returned value is stored as the job's result.
@@ -28,11 +28,32 @@ module.exports = {
 
   // A long job. The worker heartbeats while it runs (a quarter of
   // timeout_seconds by default), so pqrun does not reap it as stale. It
-  // stops early when ctx.signal aborts (lease lost, or shutdown grace over).
+  // stops early when ctx.signal aborts (cancelled, lease lost, or released
+  // at shutdown).
   async slow(job, ctx) {
     const seconds = job.payload.seconds ?? 4;
     await sleep(seconds * 1000, undefined, { signal: ctx.signal });
     return { slept: seconds };
+  },
+
+  // Progress: counts to `to`, a step every `step_ms`, reporting each step
+  // with ctx.progress. An attempt resumes from the progress the last one
+  // left in the job row. Stops when ctx.signal aborts, as slow does.
+  async count(job, ctx) {
+    const to = job.payload.to ?? 10;
+    const from = job.progress?.count ?? 0;
+    for (let n = from + 1; n <= to; n++) {
+      await sleep(job.payload.step_ms ?? 100, undefined, { signal: ctx.signal });
+      ctx.progress({ count: n, to });
+    }
+    return { counted: to, resumed_from: from };
+  },
+
+  // Snooze: puts itself back for `seconds` the first time it runs, then
+  // succeeds: DONE with attempts 1 and snoozes 1.
+  async nap(job) {
+    if (job.snoozes === 0) throw new Snooze(job.payload.seconds ?? 1);
+    return { snoozes: job.snoozes };
   },
 
   // A chain: the follow-up 'embed' job is enqueued in the transaction that

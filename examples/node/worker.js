@@ -7,13 +7,16 @@
 //   process.on('SIGTERM', () => worker.stop().then(() => process.exit(0)));
 //
 // Each of the `concurrency` loops has its own pg.Client and repeats: a
-// long-poll pickup of one job of the registered types, the handler (with a
-// heartbeat timer while it runs), then mark_done or mark_error. mark_done is
-// pqrun.mark_done_and_pickup: the same statement claims the loop's next job,
-// so a busy loop commits once per job and long-polls only when it gets
-// none (the claim is the loop's once that transaction committed). All calls
-// pass the job's lease_token, so a job that was reaped, rescued or cancelled
-// meanwhile cannot be finished twice: pqrun answers SQLSTATE 55000 instead.
+// long-poll pickup of one job of the registered types, the handler (with
+// waiting heartbeats on a second pg.Client of the loop while it runs), then
+// mark_done, mark_error or snooze. mark_done is pqrun.mark_done_and_pickup:
+// the same statement claims the loop's next job, so a busy loop commits once
+// per job and long-polls only when it gets none (the claim is the loop's
+// once that transaction committed). All calls pass the job's lease_token, so
+// a job that was reaped, rescued or cancelled meanwhile cannot be finished
+// twice: pqrun answers SQLSTATE 55000 instead, and a waiting heartbeat
+// answers it the moment an operator cancels the job, so that the handler
+// hears of it through ctx.signal at once.
 
 const net = require('node:net');
 const os = require('node:os');
@@ -21,10 +24,15 @@ const pg = require('pg');
 
 const MAX_ERROR_CHARS = 10000; // what pqrun keeps of last_error
 const LEASE_LOST = new Set(['55000', 'P0002']); // not RUNNING / lease mismatch, unknown job
+const CANCELLED_DETAIL = 'Its status is CANCELLED.'; // pqrun's detail of 55000 for a cancelled job
+const QUERY_CANCELED = '57014';
+const PROGRESS_EVERY_MS = 1000; // at most one progress write per job this often
 const GRACE_OVER = Symbol('grace over');
 
 const PICKUP = 'SELECT * FROM pqrun.pickup($1, $2, $3, 1, $4::interval)';
-const HEARTBEAT = 'SELECT pqrun.heartbeat($1, $2)';
+const HEARTBEAT = 'SELECT pqrun.heartbeat($1, $2, $3::jsonb, $4::interval)';
+const RELEASE = 'SELECT pqrun.release($1, $2)';
+const SNOOZE = 'SELECT pqrun.snooze($1, $2::interval, $3)';
 const MARK_DONE = 'SELECT pqrun.mark_done($1, $2::jsonb, $3)';
 const MARK_DONE_AND_PICKUP =
   'SELECT * FROM pqrun.mark_done_and_pickup($1, ARRAY[$2::bigint], ARRAY[$3::uuid], ARRAY[$4::jsonb], $5, $6, 1)';
@@ -47,6 +55,19 @@ class RetryLater extends Error {
     super(message, options);
     this.name = 'RetryLater';
     this.retryAfter = typeof after === 'number' ? `${after} s` : after;
+  }
+}
+
+// A handler throws Snooze to put its job back for a while (pqrun.snooze):
+// READY again after `after` (seconds or an interval such as '5 min'), the
+// attempt not used up, jobs.snoozes one more. For "not yet" (a resource is
+// busy, an upstream is not ready) rather than for errors.
+class Snooze extends Error {
+  constructor(after, options) {
+    const delay = typeof after === 'number' ? `${after} s` : after;
+    super(`snoozed for ${delay}`, options);
+    this.name = 'Snooze';
+    this.delay = delay;
   }
 }
 
@@ -95,9 +116,11 @@ class Worker {
   //   concurrency  loops, each with its own connection (1)
   //   queues       array of queue names, null for any (null)
   //   wait         long-poll wait of one pickup ('5 s')
-  //   heartbeatMs  heartbeat period; default a quarter of the job's
+  //   heartbeatMs  how long one heartbeat waits in the server before it
+  //                renews the lease; default a quarter of the job's
   //                timeout_seconds, or 60 s for jobs without one
-  //   graceMs      on stop(), how long in-flight jobs may finish (10 s)
+  //   graceMs      on stop(), how long in-flight jobs may finish before
+  //                they are released (10 s)
   //   workerId     prefix of the worker_id given to pickup (node-<host>-<pid>)
   //   connection   pg.Client config; {} reads PGHOST, PGPORT, PGUSER, PGDATABASE...
   //   log          (level, message, fields) => void; verbose: log heartbeats too
@@ -140,6 +163,9 @@ class Worker {
       client: null,
       picking: false,
       job: null,
+      beatClient: null, // the heartbeats' own connection
+      beats: Promise.resolve(), // the heartbeat loops of the slot's jobs, one after the other
+      beating: false, // a heartbeat statement is running
     }));
     this.loops = Promise.all(this.slots.map((slot) => this.#loop(slot)));
     this.log('info', 'worker started', {
@@ -149,10 +175,10 @@ class Worker {
   }
 
   // stop: pick up nothing more (waiting pickups are cancelled), give
-  // in-flight jobs graceMs to finish, then release the rest for another
-  // worker with mark_error(..., retry_after => '0'). Resolves when every
-  // connection is closed. A second call with { graceMs: 0 } ends the grace
-  // period at once.
+  // in-flight jobs graceMs to finish, then abort the ctx.signal of the rest
+  // and give them back with pqrun.release: READY at once for another
+  // worker, the attempt not used up. Resolves when every connection is
+  // closed. A second call with { graceMs: 0 } ends the grace period at once.
   stop({ graceMs = this.graceMs } = {}) {
     if (graceMs === 0) this.endGrace();
     if (this.stopped) return this.stopped;
@@ -203,6 +229,19 @@ class Worker {
     }
   }
 
+  // Sleep ms, or less when the job settles or reports progress meanwhile.
+  #pause(run, ms) {
+    if (run.settled) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => run.wake(), Math.max(ms, 0));
+      run.wake = () => {
+        clearTimeout(timer);
+        run.wake = null;
+        resolve();
+      };
+    });
+  }
+
   async #connect() {
     const client = new pg.Client({ application_name: 'pqrun-worker', ...this.connection });
     client.on('error', (err) => this.log('warn', 'connection error', { error: err.message }));
@@ -228,6 +267,12 @@ class Worker {
     }
     if (slot.client) await slot.client.end().catch(() => {});
     slot.client = null;
+    if (slot.beatClient) {
+      if (slot.beating) await cancelRequest(slot.beatClient); // still waiting for a job that ended
+      await slot.beats;
+      await slot.beatClient.end().catch(() => {});
+      slot.beatClient = null;
+    }
   }
 
   async #pickup(slot) {
@@ -247,22 +292,32 @@ class Worker {
     const started = Date.now();
     const abort = new AbortController();
     const steps = []; // run in the transaction that marks the job done
-    const run = { job, lost: false, beat: null };
-    slot.job = run;
     const fields = { job: job.id, type: job.job_type, attempt: job.attempts, worker: slot.workerId };
+    // progress: the last report (JSON); reports and sent count the reports
+    // made and stored; waiting: a heartbeat of a full period is running.
+    const run = {
+      job, fields, started, settled: false, lost: false, beat: null, wake: null,
+      progress: null, reports: 0, sent: 0, nextReport: 0, waiting: false, cutAt: 0,
+    };
+    const stop = (code, message) => abort.abort(Object.assign(new Error(message), { code }));
+    run.lose = (err) => {
+      const cancelled = err.detail === CANCELLED_DETAIL;
+      run.lost = true;
+      this.log('warn', cancelled ? 'cancelled while running' : 'lease lost', { ...fields, error: err.message });
+      if (cancelled) stop('CANCELLED', `job ${job.id} was cancelled`);
+      else stop('LEASE_LOST', `lease lost: ${err.message}`);
+    };
+    slot.job = run;
     this.log('info', 'picked', fields);
 
     const heartbeat = () => {
-      // one heartbeat at a time; a lost lease aborts ctx.signal
-      run.beat ??= slot.client.query(HEARTBEAT, [job.id, job.lease_token]).then(
+      // one at a time, on the loop's connection (idle while the handler runs)
+      run.beat ??= slot.client.query(HEARTBEAT, [job.id, job.lease_token, null, '0']).then(
         () => {
           if (this.verbose) this.log('debug', 'heartbeat', fields);
         },
         (err) => {
-          if (LEASE_LOST.has(err.code)) {
-            run.lost = true;
-            abort.abort(new Error(`lease lost: ${err.message}`));
-          }
+          if (LEASE_LOST.has(err.code)) run.lose(err);
           throw err;
         },
       ).finally(() => (run.beat = null));
@@ -271,8 +326,11 @@ class Worker {
     const ctx = {
       job,
       workerId: slot.workerId,
-      signal: abort.signal, // aborted when the lease is lost or the shutdown grace period ends
+      // aborted when the job is cancelled, its lease is lost or it is
+      // released at shutdown; signal.reason.code says which
+      signal: abort.signal,
       heartbeat,
+      progress: (value) => this.#reportProgress(slot, run, value),
       // enqueue a follow-up job in the same transaction as this job's mark_done
       enqueue: (jobType, payload = {}, options = {}) => {
         steps.push((c) => c.query(ENQUEUE, [JSON.stringify([{ ...options, job_type: jobType, payload }])]));
@@ -282,9 +340,7 @@ class Worker {
     };
 
     const every = this.heartbeatMs ?? (job.timeout_seconds ? job.timeout_seconds * 250 : 60000);
-    const timer = every > 0 ? setInterval(() => heartbeat().catch((err) => {
-      this.log(run.lost ? 'warn' : 'error', run.lost ? 'lease lost' : 'heartbeat failed', { ...fields, error: err.message });
-    }), every) : null;
+    if (every > 0) slot.beats = slot.beats.then(() => this.#heartbeats(slot, run, every));
 
     let outcome;
     try {
@@ -294,24 +350,30 @@ class Worker {
         .then((result) => ({ ok: true, result }), (err) => ({ ok: false, err }));
       outcome = await this.#outcomeWithinGrace(handled);
     } finally {
-      if (timer) clearInterval(timer);
+      run.settled = true;
+      run.wake?.();
       await run.beat?.catch(() => {});
     }
     try {
       const ms = Date.now() - started;
       if (outcome === GRACE_OVER) {
-        abort.abort(new Error('worker shutting down'));
-        const status = await this.#markError(slot, job, 'released: the worker shut down before the job finished', false, '0');
+        stop('RELEASED', 'released: the worker shut down before the job finished');
+        await this.#flushProgress(slot.client, run);
+        const status = await this.#giveBack(slot, job, RELEASE, [job.id, job.lease_token]);
         this.log('warn', 'released', { ...fields, status, ms });
-      } else if (run.lost) {
-        this.log('warn', 'lease lost, outcome dropped', { ...fields, ms });
+      } else if (abort.signal.aborted) {
+        this.log('warn', 'lease lost, outcome dropped', { ...fields, reason: abort.signal.reason.code, ms });
       } else if (outcome.ok) {
-        const done = await this.#markDone(slot, job, outcome.result, steps);
+        const done = await this.#markDone(slot, run, outcome.result, steps);
         if (done) this.log('info', 'done', { ...fields, ms });
         return done?.next ?? null;
+      } else if (outcome.err instanceof Snooze) {
+        await this.#flushProgress(slot.client, run);
+        await this.#snooze(slot, run, outcome.err.delay, ms);
       } else {
         const { err } = outcome;
         const terminal = err instanceof TerminalError || err?.terminal === true;
+        await this.#flushProgress(slot.client, run);
         const status = await this.#markError(slot, job, errorText(err), terminal, err?.retryAfter ?? null);
         this.log('warn', 'failed', { ...fields, status, terminal, error: err?.message ?? String(err), ms });
       }
@@ -321,13 +383,99 @@ class Worker {
     return null;
   }
 
+  // The heartbeats of one job, on the slot's heartbeat connection: a waiting
+  // heartbeat sleeps inside its statement, so on the loop's connection it
+  // would hold up mark_done. Each one waits up to `every` in the server and
+  // then renews the lease; a cancel of the job ends it at once (55000). The
+  // first starts a second into the job (half of `every`, if less), so
+  // shorter jobs cost none. A progress report goes out on a heartbeat of
+  // its own without a wait, at most one a second: within a second of the
+  // last report a heartbeat waits only until the next one is due (a handler
+  // that reports once usually reports again); a full wait is cut short by
+  // the next report (#reportProgress).
+  async #heartbeats(slot, run, every) {
+    const { job } = run;
+    const first = run.started + Math.min(1000, every / 2);
+    while (!run.settled && !run.lost) {
+      if (run.reports === run.sent && Date.now() < first) {
+        await this.#pause(run, first - Date.now());
+        continue;
+      }
+      let report = false;
+      let seq = 0;
+      try {
+        slot.beatClient ??= await this.#connect();
+        const now = Date.now();
+        const due = now >= run.nextReport;
+        report = due && run.reports !== run.sent;
+        seq = run.reports;
+        const beat = slot.beatClient.query(HEARTBEAT, [job.id, job.lease_token, report ? run.progress : null,
+          `${report ? 0 : due ? every : run.nextReport - now} ms`]);
+        run.waiting = due && !report;
+        slot.beating = true;
+        await beat;
+        if (report) {
+          run.sent = seq;
+          run.nextReport = Date.now() + PROGRESS_EVERY_MS;
+        }
+        if (this.verbose) this.log('debug', 'heartbeat', run.fields);
+      } catch (err) {
+        if (run.settled) break; // the job ended during the wait, so the heartbeat failed
+        if (LEASE_LOST.has(err.code)) {
+          run.lose(err);
+        } else if (report && err.code === '22023') { // over pqrun's 8 kB
+          run.sent = seq;
+          this.log('error', 'progress report dropped', { ...run.fields, error: err.message });
+        } else if (err.code !== QUERY_CANCELED) { // not a progress report cutting the wait short
+          this.log('error', 'heartbeat failed', { ...run.fields, error: err.message });
+          if (!err.code || err.code.startsWith('08')) {
+            const broken = slot.beatClient;
+            slot.beatClient = null;
+            await broken?.end().catch(() => {});
+          }
+          await this.#pause(run, 1000);
+        }
+      } finally {
+        run.waiting = false;
+        slot.beating = false;
+      }
+    }
+  }
+
+  // ctx.progress: the report goes out with the next heartbeat. A heartbeat
+  // waiting its full period is cancelled to send it now; at most once a
+  // second, as a cancel that reached the server before the statement is
+  // ignored and the next report tries again.
+  #reportProgress(slot, run, value) {
+    run.progress = JSON.stringify(value) ?? null;
+    run.reports += 1;
+    if (run.waiting && Date.now() - run.cutAt >= PROGRESS_EVERY_MS) {
+      run.cutAt = Date.now();
+      cancelRequest(slot.beatClient);
+    }
+    run.wake?.();
+  }
+
+  // The handler's last progress report, if no heartbeat carried it yet.
+  async #flushProgress(client, run) {
+    if (run.sent === run.reports) return;
+    run.sent = run.reports;
+    try {
+      await client.query(HEARTBEAT, [run.job.id, run.job.lease_token, run.progress, '0']);
+    } catch (err) {
+      this.log('warn', 'last progress report not stored', { job: run.job.id, error: err.message });
+    }
+  }
+
   // BEGIN, the handler's follow-up enqueues and writes, mark_done, COMMIT:
   // all of them or none. Unless the worker is stopping, mark_done also
   // claims the next job, which is answered as `next` once COMMIT returned.
   // Returns false when the lease was lost meanwhile.
-  async #markDone(slot, job, result, steps) {
+  async #markDone(slot, run, result, steps) {
+    const { job } = run;
     const c = slot.client;
     const json = result === undefined ? null : JSON.stringify(result);
+    await this.#flushProgress(c, run);
     await c.query('BEGIN');
     try {
       for (const step of steps) await step(c);
@@ -355,6 +503,32 @@ class Worker {
     }
   }
 
+  // pqrun.release or pqrun.snooze: the job goes back, its attempt not used up.
+  async #giveBack(slot, job, sql, params) {
+    try {
+      await slot.client.query(sql, params);
+      return 'READY';
+    } catch (err) {
+      if (!LEASE_LOST.has(err.code)) throw err;
+      this.log('warn', 'lease lost, job not given back', { job: job.id, error: err.message });
+      return 'lease lost';
+    }
+  }
+
+  // A delay pqrun refuses (not an interval, negative, over 100 years) fails
+  // the attempt instead.
+  async #snooze(slot, run, delay, ms) {
+    const { job, fields } = run;
+    try {
+      const status = await this.#giveBack(slot, job, SNOOZE, [job.id, delay, job.lease_token]);
+      this.log('info', 'snoozed', { ...fields, delay, status, ms });
+    } catch (err) {
+      if (!err.code?.startsWith('22')) throw err;
+      const status = await this.#markError(slot, job, errorText(err), false, null);
+      this.log('warn', 'failed', { ...fields, status, error: err.message, ms });
+    }
+  }
+
   async #markError(slot, job, text, terminal, retryAfter) {
     try {
       const { rows } = await slot.client.query(MARK_ERROR, [job.id, text, terminal, job.lease_token, retryAfter]);
@@ -367,4 +541,4 @@ class Worker {
   }
 }
 
-module.exports = { Worker, TerminalError, RetryLater };
+module.exports = { Worker, TerminalError, RetryLater, Snooze };

@@ -8,7 +8,11 @@ shout      the same as an async handler (the design's handler signature)
 flaky      fails with a retryable error on its first `fail_times` attempts, then succeeds;
            with `retry_after` it asks for that delay instead of the backoff schedule
 validate   a terminal failure for a bad payload: FAILED at once, no retries
-slow       sleeps `seconds`: long enough to need heartbeats when its timeout_seconds is short
+slow       sleeps `seconds`: long enough to need heartbeats when its timeout_seconds is short;
+           wakes up early when told to stop (cancelled, lease lost, released at shutdown)
+count      counts to `to`, a step every `step` seconds, reporting each step as progress; an
+           attempt resumes from the last one's progress; stops when told to
+nap        snoozes for `seconds` the first time it runs, then succeeds
 summarize  a handler chain: enqueues an `embed` job in the transaction that marks it done;
            with `fail` it raises after enqueueing, and the follow-up is rolled back with it
 embed      the follow-up of summarize
@@ -16,9 +20,8 @@ embed      the follow-up of summarize
 
 import asyncio
 import hashlib
-import time
 
-from pqrun_worker import JobContext, Registry, RetryLater, TerminalError
+from pqrun_worker import JobContext, Registry, RetryLater, Snooze, TerminalError
 
 registry = Registry()
 
@@ -55,8 +58,26 @@ def validate(ctx: JobContext) -> dict:
 @registry.handler("slow")
 def slow(ctx: JobContext) -> dict:
     seconds = float(ctx.payload.get("seconds", 5))
-    time.sleep(seconds)  # the worker's heartbeat thread keeps the job alive meanwhile
+    ctx.wait(seconds)  # the worker's heartbeats keep the job alive meanwhile
     return {"slept": seconds, "lease_lost": ctx.lease_lost}
+
+
+@registry.handler("count")
+def count(ctx: JobContext) -> dict:
+    to, step = int(ctx.payload.get("to", 10)), float(ctx.payload.get("step", 0.1))
+    start = (ctx.job.progress or {}).get("count", 0)
+    for n in range(start + 1, to + 1):
+        if ctx.wait(step):
+            return {"stopped_at": n - 1}  # dropped by the worker: the job is no longer ours
+        ctx.progress({"count": n, "to": to})
+    return {"counted": to, "resumed_from": start}
+
+
+@registry.handler("nap")
+def nap(ctx: JobContext) -> dict:
+    if ctx.job.snoozes == 0:
+        raise Snooze(float(ctx.payload.get("seconds", 1)))
+    return {"snoozes": ctx.job.snoozes}
 
 
 @registry.handler("summarize")

@@ -13,15 +13,19 @@
 # succeeding (DONE, attempts 3, two 'retry' attempts), a retryable failure out
 # of attempts (FAILED), a terminal error (FAILED at once, stack in
 # last_error), a chain (the follow-up enqueued in the transaction that marks
-# the job done runs; a chain whose lease was lost leaves no follow-up), a slow
-# job (timeout_seconds => 2, runs 4 s, heartbeats every 0.5 s) that is not
-# reaped; then SIGTERM: a short in-flight job finishes within the grace
-# period, a long one is released to READY, the waiting pickups are cancelled
-# and the process exits 0 within the grace period plus 2 s. Then three
-# worker processes drain 400 jobs in waves, long-polling between them: each
-# job DONE after exactly one attempt, most claimed by the
-# mark_done_and_pickup of the job before them. Bounded: about 30 s, every
-# wait has a limit.
+# the job done runs; a chain cancelled while it runs leaves no follow-up), a
+# slow job (timeout_seconds => 2, runs 4 s, heartbeats every 0.5 s) that is
+# not reaped. With heartbeats that wait 900 s (timeout_seconds => 3600): a
+# cancel reaches the running handler within 2 s and the worker goes on,
+# progress reports are stored while the job runs and kept after it, a
+# handler snoozes once (DONE, attempts 1, snoozes 1). Then SIGTERM: a short
+# in-flight job finishes within the grace period, two long ones are given
+# back with pqrun.release (READY, attempts 0, no attempt in the history,
+# progress kept), the waiting pickups are cancelled and the process exits 0
+# within the grace period plus 2 s. Then three worker processes drain 400
+# jobs in waves, long-polling between them: each job DONE after exactly one
+# attempt, most claimed by the mark_done_and_pickup of the job before them.
+# Bounded: about 25 s, every wait has a limit.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -88,8 +92,8 @@ for _ in $(seq 1 150); do echo "SELECT pqrun.reap_stale(); SELECT pg_sleep(0.3);
 	psql -X -q -d "$db" >/dev/null 2>&1 &
 reaper_pid=$!
 
-# The fenced chain: cancel it while its handler runs, so its mark_done (and
-# the follow-up enqueued in the same transaction) fails on the lease.
+# The fenced chain: cancel it while its handler runs; its heartbeat tells
+# the handler, and the worker drops its outcome, follow-up included.
 wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = $fenced" || die "job $fenced never ran"
 q -c "SELECT pqrun.cancel($fenced, 'cancelled while running')" >/dev/null
 
@@ -136,11 +140,54 @@ assert "slow job: heartbeats every 0.5 s ($beats sent)" [ "$beats" -ge 6 ]
 check "every job was picked by one of the worker's 3 loops" 0 \
 	"SELECT count(*) FROM pqrun.job_attempts WHERE worker_id !~ '^node-.*-[123]\$'"
 
+echo "== cancel, progress and snooze, with heartbeats that wait 900 s in the server"
+# timeout_seconds 3600: each heartbeat waits a quarter of it. A cancel or a
+# progress report reaches the server in time only because a cancel ends a
+# waiting heartbeat at once and a report cuts its wait short.
+endless=$(enqueue "'slow', '{\"seconds\": 600}', timeout_seconds => 3600")
+counted=$(enqueue "'count', '{\"to\": 3, \"step_ms\": 1500}', timeout_seconds => 3600")
+wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($endless, $counted) AND status = 'RUNNING'" ||
+	die "jobs $endless and $counted did not start"
+sleep 1.5 # the first heartbeat starts a second into the job
+t2=$(now_ms)
+q -c "SELECT pqrun.cancel($endless)" >/dev/null
+stopped=
+while [ $(($(now_ms) - t2)) -lt 5000 ]; do
+	if grep -q "lease lost, outcome dropped job=$endless .*reason=CANCELLED" "$tmp/worker.log"; then
+		stopped=$(($(now_ms) - t2))
+		break
+	fi
+	sleep 0.05
+done
+echo "     the handler of job $endless stopped ${stopped:-(not within 5000)} ms after the cancel"
+assert "a cancel reaches the running handler within 2 s" [ "${stopped:-5000}" -le 2000 ]
+assert "the worker logged the cancel" grep -q "cancelled while running job=$endless " "$tmp/worker.log"
+check "the cancelled job: CANCELLED, no result" 'CANCELLED|1|true' \
+	"SELECT status || '|' || attempts || '|' || (result IS NULL) FROM pqrun.jobs WHERE id = $endless"
+# A report every 1.5 s: each one cuts a waiting heartbeat short.
+wait_for 5 'RUNNING|true|3' "SELECT status || '|' || (progress->>'count' IN ('1', '2')) || '|' || (progress->>'to') FROM pqrun.jobs WHERE id = $counted"
+assert "progress is stored while the job runs" [ $? = 0 ]
+after=$(enqueue "'greet', '{\"name\": \"after the cancel\"}'")
+napped=$(enqueue "'nap', '{\"seconds\": 1}'")
+wait_for 15 'DONE DONE DONE' "SELECT string_agg(status::text, ' ' ORDER BY id) FROM pqrun.jobs WHERE id IN ($counted, $after, $napped)" ||
+	die "jobs $counted, $after and $napped did not finish"
+check "the worker goes on after the cancel" 'DONE|hello after the cancel' \
+	"SELECT status || '|' || (result->>'greeting') FROM pqrun.jobs WHERE id = $after"
+check "the last progress report is kept after DONE" 'DONE|{"to": 3, "count": 3}|3' \
+	"SELECT status || '|' || progress::text || '|' || (result->>'counted') FROM pqrun.jobs WHERE id = $counted"
+check "snoozed once, then DONE on its one attempt, a second later" 'DONE|1|1|1|true' \
+	"SELECT status || '|' || attempts || '|' || snoozes || '|' || (result->>'snoozes') || '|' || (finished_at - created_at >= interval '1 s')
+	   FROM pqrun.jobs WHERE id = $napped"
+check "its history holds the one attempt, no snooze" 'done' \
+	"SELECT string_agg(outcome, ',') FROM pqrun.job_attempts WHERE job_id = $napped"
+assert "the worker logged the snooze" grep -q "snoozed job=$napped " "$tmp/worker.log"
+
 echo "== graceful shutdown (SIGTERM, grace period 3 s)"
 short=$(enqueue "'slow', '{\"seconds\": 1.5}'")
 long=$(enqueue "'slow', '{\"seconds\": 60}'")
-wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($short, $long) AND status = 'RUNNING'" ||
-	die "jobs $short and $long did not start"
+counting=$(enqueue "'count', '{\"to\": 1000000, \"step_ms\": 100}'")
+wait_for 10 3 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($short, $long, $counting) AND status = 'RUNNING'" ||
+	die "jobs $short, $long and $counting did not start"
 sleep 0.3
 t1=$(now_ms)
 kill -TERM "$worker_pid"
@@ -163,10 +210,11 @@ assert "the worker exits within the grace period plus 2 s ($exited ms)" [ "$exit
 assert "the worker waited for the grace period ($exited ms)" [ "$exited" -ge 2800 ]
 check "the short in-flight job finished during the grace period" 'DONE|1' \
 	"SELECT status || '|' || attempts FROM pqrun.jobs WHERE id = $short"
-check "the long in-flight job was released to READY, attempts 1, runnable now" 'READY|1|true' \
+check "the long in-flight job was released to READY, its attempt not counted, runnable now" 'READY|0|true' \
 	"SELECT status || '|' || attempts || '|' || (run_after <= now()) FROM pqrun.jobs WHERE id = $long"
-check "its attempt ended 'retry' with the release message" 'retry|true' \
-	"SELECT outcome || '|' || (error LIKE 'released:%') FROM pqrun.job_attempts WHERE job_id = $long"
+check "no attempt of it is in the history" 0 "SELECT count(*) FROM pqrun.job_attempts WHERE job_id = $long"
+check "a released job keeps its progress for its next attempt" 'READY|0|true' \
+	"SELECT status || '|' || attempts || '|' || ((progress->>'count')::int > 0) FROM pqrun.jobs WHERE id = $counting"
 check "nothing is left RUNNING" 0 "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'"
 check "the worker's connections are closed" 0 \
 	"SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-worker'"

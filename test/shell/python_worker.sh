@@ -5,13 +5,16 @@
 # outcomes are checked in pqrun.jobs and pqrun.job_attempts: results of
 # successful jobs, retries with tracebacks, terminal failures, a handler
 # chain that commits (or rolls back) with its job, heartbeats that keep a job
-# longer than its timeout alive, and a graceful shutdown on SIGTERM that
-# finishes one in-flight job and releases another; then three worker
+# longer than its timeout alive; with heartbeats that wait 30 s, a cancel that
+# reaches its running handler at once, progress reports stored while the job
+# runs and kept after it, a handler that snoozes; a graceful shutdown on
+# SIGTERM that finishes one in-flight job and gives two back with
+# pqrun.release (attempt not counted, progress kept); then three worker
 # processes drain 400 jobs in waves, long-polling between them, each job
 # DONE after exactly one attempt, most claimed by the mark_done_and_pickup of
 # the job before them.
 #
-# Needs psycopg 3 (Debian: python3-psycopg). Takes about 30 s, at most ~70 s.
+# Needs psycopg 3 (Debian: python3-psycopg). Takes about 30 s, at most ~80 s.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${PGHOST:?PGHOST must point at the test cluster}" "${PGPORT:?}" "${PGUSER:?}"
@@ -34,11 +37,13 @@ work=$(mktemp -d /tmp/pqrun-python.XXXXXX)
 log=$work/worker.log
 worker=
 probe=
+features=
 failures=0
 
 cleanup() {
 	[ -n "$worker" ] && kill -KILL "$worker" 2>/dev/null
 	[ -n "$probe" ] && kill -KILL "$probe" 2>/dev/null
+	[ -n "$features" ] && kill -KILL "$features" 2>/dev/null
 	dropdb --if-exists --force "$db" 2>/dev/null
 	rm -rf "$work"
 }
@@ -85,6 +90,7 @@ await_exit() {
 }
 # job LABEL: the id of the job whose payload has that label.
 job() { echo "(SELECT id FROM pqrun.jobs WHERE payload->>'label' = '$1')"; }
+now_ms() { date +%s%3N; }
 
 dropdb --if-exists --force "$db" 2>/dev/null
 createdb "$db" || exit 1
@@ -188,10 +194,65 @@ check "it ran once, was not reaped, and its duration is its run time (locked_at 
 	"SELECT status || ' ' || attempts || ' ' || (SELECT string_agg(outcome, ',' ORDER BY attempt) FROM pqrun.job_attempts WHERE job_id = j.id)
 	        || ' ' || (duration_ms BETWEEN 1900 AND 3000) FROM pqrun.jobs j WHERE id = $(job after-long-poll)" "DONE 1 done true"
 
-echo "-- graceful shutdown: SIGTERM finishes a short job, releases a long one, picks up nothing new"
+echo "-- cancel, progress and snooze, with heartbeats that wait 30 s in the server"
+# A third worker serves queue 'features' with --heartbeat-interval 30: a
+# cancel or a progress report reaches the server in time only because a
+# cancel ends a waiting heartbeat at once and a report cuts its wait short.
+cd "$repo/examples/python" || exit 1
+"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 2 --queues features \
+	--heartbeat-interval 30 --grace-period 1 --log-level DEBUG >"$work/features.log" 2>&1 &
+features=$!
+cd - >/dev/null
+q "SELECT pqrun.enqueue('slow', '{\"label\": \"cancelled\", \"seconds\": 600}', timeout_seconds => 3600, queue => 'features'),
+          pqrun.enqueue('count', '{\"label\": \"progress\", \"to\": 3, \"step\": 1.5}', timeout_seconds => 3600, queue => 'features')" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'features' AND status = 'RUNNING'" 2 10 || fail "the two jobs did not start"
+sleep 1.5 # the first heartbeat starts a second into the job, then waits 30 s
+cancelled=$(q "SELECT $(job cancelled)")
+cancel_at=$(now_ms)
+q "SELECT pqrun.cancel($cancelled)" >/dev/null
+stopped=
+while [ $(($(now_ms) - cancel_at)) -lt 5000 ]; do
+	grep -q "job $cancelled (slow) handler stopped (cancelled)" "$work/features.log" && stopped=$(($(now_ms) - cancel_at)) && break
+	sleep 0.05
+done
+if [ -n "$stopped" ] && [ "$stopped" -le 2000 ]; then
+	echo "ok: the cancel reached the running handler, which stopped ${stopped} ms later"
+else
+	fail "the handler of cancelled job $cancelled did not stop within 2 s (${stopped:-not within 5 s} ms)"
+fi
+check "the cancelled job is CANCELLED, no outcome recorded" \
+	"SELECT status || ' ' || attempts || ' ' || (result IS NULL) FROM pqrun.jobs WHERE id = $cancelled" "CANCELLED 1 true"
+grep -q "job $cancelled (slow) cancelled while running" "$work/features.log" && echo "ok: the worker logged the cancel" ||
+	fail "the worker did not log the cancel of job $cancelled"
+# A report every 1.5 s: each one cuts a waiting heartbeat short.
+wait_for "SELECT status || ' ' || (progress->>'count' IN ('1', '2')) || ' ' || (progress->>'to') FROM pqrun.jobs WHERE id = $(job progress)" \
+	"RUNNING true 3" 5 && echo "ok: progress is stored while the job runs" || fail "no progress stored while the job ran"
+q "SELECT pqrun.enqueue('greet', '{\"label\": \"after-cancel\"}', queue => 'features'),
+          pqrun.enqueue('nap', '{\"label\": \"snoozed\", \"seconds\": 1}', queue => 'features')" >/dev/null
+wait_for "SELECT string_agg(status::text, ' ' ORDER BY id) FROM pqrun.jobs WHERE id IN ($(job progress), $(job after-cancel), $(job snoozed))" \
+	"DONE DONE DONE" 15 || fail "the features worker did not finish its jobs"
+check "the worker went on after the cancel: a later job is DONE" \
+	"SELECT status || ' ' || (result->>'greeting') FROM pqrun.jobs WHERE id = $(job after-cancel)" "DONE hello, world"
+check "the last progress report is kept after DONE" \
+	"SELECT status || ' ' || progress::text || ' ' || (result->>'counted') FROM pqrun.jobs WHERE id = $(job progress)" \
+	'DONE {"to": 3, "count": 3} 3'
+check "the snoozed job: DONE on its one attempt, snoozed once, a second later" \
+	"SELECT status || ' ' || attempts || ' ' || snoozes || ' ' || (result->>'snoozes') || ' ' || (finished_at - created_at >= interval '1 s')
+	   FROM pqrun.jobs WHERE id = $(job snoozed)" "DONE 1 1 1 true"
+check "its history holds the one attempt, no snooze" \
+	"SELECT string_agg(outcome, ',') FROM pqrun.job_attempts WHERE job_id = $(job snoozed)" "done"
+grep -q "job $(q "SELECT $(job snoozed)") (nap) snoozed for 1s" "$work/features.log" && echo "ok: the worker logged the snooze" ||
+	fail "the worker did not log the snooze"
+kill -TERM $features
+await_exit $features 5
+features=
+[ $rc = 0 ] || fail "the features worker exited with $rc"
+
+echo "-- graceful shutdown: SIGTERM finishes a short job, releases two long ones, picks up nothing new"
 q "SELECT pqrun.enqueue('slow', '{\"label\": \"finishes-in-grace\", \"seconds\": 1.5}'),
-          pqrun.enqueue('slow', '{\"label\": \"outlives-grace\", \"seconds\": 60}')" >/dev/null
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 2 5 || fail "the two slow jobs did not start"
+          pqrun.enqueue('slow', '{\"label\": \"outlives-grace\", \"seconds\": 60}'),
+          pqrun.enqueue('count', '{\"label\": \"counts-past-grace\", \"to\": 1000000, \"step\": 0.1}')" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 3 5 || fail "the three jobs did not start"
 kill -TERM "$worker"
 term_at=$SECONDS
 sleep 0.5
@@ -208,11 +269,16 @@ else
 fi
 check "the job that fits the grace period finished DONE" \
 	"SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $(job finishes-in-grace)" "DONE 1"
-check "the job that outlives it is READY again at once, not left RUNNING" \
-	"SELECT status || ' ' || attempts || ' ' || (run_after <= now()) || ' ' || (last_error LIKE 'released: worker % shut down before the job finished%')
-	   FROM pqrun.jobs WHERE id = $(job outlives-grace)" "READY 1 true true"
-check "its attempt is recorded as a retry" \
-	"SELECT string_agg(outcome, ',') FROM pqrun.job_attempts WHERE job_id = $(job outlives-grace)" "retry"
+check "the job that outlives it is READY again at once, its attempt not counted, not left RUNNING" \
+	"SELECT status || ' ' || attempts || ' ' || (run_after <= now()) || ' ' || (last_error IS NULL)
+	   FROM pqrun.jobs WHERE id = $(job outlives-grace)" "READY 0 true true"
+check "no attempt of it is in the history" \
+	"SELECT count(*) FROM pqrun.job_attempts WHERE job_id = $(job outlives-grace)" 0
+grep -q "job $(q "SELECT $(job outlives-grace)") (slow) handler stopped (released)" "$log" &&
+	echo "ok: its handler was told to stop" || fail "the released job's handler was not told to stop"
+check "a released job keeps its progress for its next attempt" \
+	"SELECT status || ' ' || attempts || ' ' || ((progress->>'count')::int > 0) FROM pqrun.jobs WHERE id = $(job counts-past-grace)" \
+	"READY 0 true"
 check "nothing was picked up after SIGTERM" \
 	"SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $(job after-sigterm)" "READY 0"
 check "no job is left RUNNING" "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 0

@@ -15,9 +15,9 @@
     Worker(store, registry, concurrency=4).run()           # until SIGTERM
 """
 
-from .store import Job, PgJobStore, lease_lost
-from .worker import (BackoffPolicy, JobContext, LoopErrorPolicy, Registry, RetryLater, TerminalError,
+from .store import Job, PgJobStore, job_cancelled, lease_lost
+from .worker import (BackoffPolicy, JobContext, LoopErrorPolicy, Registry, RetryLater, Snooze, TerminalError,
                      Worker, format_error)
 
 __all__ = ["BackoffPolicy", "Job", "JobContext", "LoopErrorPolicy", "PgJobStore", "Registry", "RetryLater",
-           "TerminalError", "Worker", "format_error", "lease_lost"]
+           "Snooze", "TerminalError", "Worker", "format_error", "job_cancelled", "lease_lost"]

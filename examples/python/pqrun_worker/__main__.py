@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-id", default=None, help="default: hostname-pid")
     p.add_argument("--poll-wait", type=float, default=5.0, help="seconds one pickup long-polls (default 5)")
     p.add_argument("--heartbeat-interval", type=float, default=30.0,
-                   help="seconds between heartbeats of a running job (default 30)")
+                   help="seconds one heartbeat of a running job waits in the server before it renews the lease"
+                        " (default 30)")
     p.add_argument("--grace-period", type=float, default=30.0,
-                   help="seconds in-flight jobs get to finish at shutdown before release (default 30)")
+                   help="seconds in-flight jobs get to finish at shutdown before pqrun.release (default 30)")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
 

@@ -25,6 +25,8 @@ from psycopg.types.json import Jsonb
 # SQLSTATE 55000: the job is no longer RUNNING under our lease (it was reaped,
 # cancelled, re-picked or released meanwhile); the call changed nothing.
 LEASE_LOST = "55000"
+# The detail pqrun gives with 55000 when an operator cancelled the job.
+CANCELLED_DETAIL = "Its status is CANCELLED."
 
 _ENQUEUE_OPTIONS = ("priority", "run_after", "max_attempts", "timeout_seconds",
                     "dedupe_key", "queue", "depends_on", "fifo_key")
@@ -57,6 +59,8 @@ class Job:
     lease_token: Optional[uuid.UUID] = None
     fifo_key: Optional[str] = None
     depends_on: Optional[list] = None
+    progress: Any = None
+    snoozes: int = 0
 
     @classmethod
     def from_row(cls, row: dict) -> "Job":
@@ -188,8 +192,23 @@ class PgJobStore:
         ).fetchone()
         return row["status"]
 
-    def heartbeat(self, job: Job, *, conn: Optional[psycopg.Connection] = None) -> None:
-        self._execute(conn, "SELECT pqrun.heartbeat(%s, lease_token => %s)", [job.id, job.lease_token])
+    def heartbeat(self, job: Job, progress: Any = None, wait: float = 0.0,
+                  *, conn: Optional[psycopg.Connection] = None) -> None:
+        """pqrun.heartbeat: renew the lease and store ``progress`` unless None.
+        With wait > 0 (seconds) it first sleeps in the server until the job is
+        no longer ours (55000: at once when it is cancelled) or wait ends, so
+        give it a connection of its own."""
+        self._execute(conn, "SELECT pqrun.heartbeat(%s, lease_token => %s, progress => %s, wait => %s)",
+                      [job.id, job.lease_token, None if progress is None else jsonb(progress), _interval(wait)])
+
+    def release(self, job: Job, *, conn: Optional[psycopg.Connection] = None) -> None:
+        """pqrun.release: READY again at once, the attempt not used up."""
+        self._execute(conn, "SELECT pqrun.release(%s, lease_token => %s)", [job.id, job.lease_token])
+
+    def snooze(self, job: Job, seconds: float, *, conn: Optional[psycopg.Connection] = None) -> None:
+        """pqrun.snooze: READY again after ``seconds``, the attempt not used up."""
+        self._execute(conn, "SELECT pqrun.snooze(%s, %s, lease_token => %s)",
+                      [job.id, _interval(seconds), job.lease_token])
 
     # -- operating (owner or granted roles) --------------------------------------
 
@@ -208,3 +227,8 @@ class PgJobStore:
 def lease_lost(exc: BaseException) -> bool:
     """True for pqrun's fencing error: the job is not RUNNING under our lease."""
     return isinstance(exc, psycopg.Error) and exc.sqlstate == LEASE_LOST
+
+
+def job_cancelled(exc: BaseException) -> bool:
+    """True for the fencing error of a job that an operator cancelled (pqrun.cancel)."""
+    return lease_lost(exc) and exc.diag.message_detail == CANCELLED_DETAIL

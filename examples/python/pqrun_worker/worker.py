@@ -9,6 +9,8 @@ handler registered for the job's type and report the outcome:
   job, so a busy loop commits once per job; only when it gets none does the
   loop go back to a waiting pickup
 - it raises TerminalError                -> mark_error(terminal => true): FAILED
+- it raises Snooze(seconds)              -> pqrun.snooze: READY again after
+  `seconds`, the attempt not used up
 - it raises anything else                -> mark_error(traceback): READY again
   with backoff (pqrun.backoff, or RetryLater(after=...)), FAILED when out of
   attempts.
@@ -19,13 +21,21 @@ writes exist exactly when the job is DONE (the design's "handler chain").
 If the lease was lost meanwhile (the job was reaped or cancelled), pqrun
 refuses mark_done and all of it rolls back.
 
-A heartbeat thread keeps long jobs alive: every job running longer than
-``heartbeat_interval`` gets a ``pqrun.heartbeat`` each interval.
+Each loop has a heartbeat thread with a connection of its own. A job that
+runs longer than a second (or half of ``heartbeat_interval``, if less) gets
+``pqrun.heartbeat(..., wait => heartbeat_interval)`` over and over: it sleeps
+in the server and renews the lease at its end, and it fails (55000) the
+moment an operator cancels the job, so the handler hears of it at once
+(``ctx.cancelled``, ``ctx.wait()``) and the worker drops its outcome. The
+handler's ``ctx.progress(...)`` reports go out with a heartbeat of their own,
+at most one a second (a report cancels a waiting heartbeat to get out now),
+and the last one at the latest with the job's outcome.
 
 Shutdown (SIGTERM, SIGINT or ``stop()``): stop picking up, let in-flight jobs
-finish within ``grace_period`` seconds, then release the rest back to READY
-(``mark_error(..., retry_after => '0')``) and return. A second signal skips
-the rest of the grace period.
+finish within ``grace_period`` seconds, then give the rest back with
+``pqrun.release`` (READY at once, the attempt not used up), tell their
+handlers to stop, and return. A second signal skips the rest of the grace
+period.
 """
 
 from __future__ import annotations
@@ -44,11 +54,13 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import psycopg
 
-from .store import Job, PgJobStore, lease_lost
+from .store import Job, PgJobStore, job_cancelled, lease_lost
 
 log = logging.getLogger("pqrun")
 
 MAX_ERROR_CHARS = 10_000
+PROGRESS_EVERY = 1.0  # seconds: at most one progress write per job this often
+QUERY_CANCELED = "57014"
 
 
 class TerminalError(Exception):
@@ -63,6 +75,17 @@ class RetryLater(Exception):
     def __init__(self, message: str = "", after: Optional[float] = None) -> None:
         super().__init__(message)
         self.after = after
+
+
+class Snooze(Exception):
+    """Raise from a handler to put the job back for ``seconds`` (pqrun.snooze):
+    READY again after them, the attempt not used up, ``jobs.snoozes`` one
+    more. For "not yet" (a resource is busy, an upstream is not ready)
+    rather than for errors."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        super().__init__(message or f"snoozed for {seconds:g}s")
+        self.seconds = seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,14 +129,18 @@ class JobContext:
     """What a handler gets: the job, the store, and the job's transaction."""
 
     def __init__(self, job: Job, store: PgJobStore, worker_id: str, conn: psycopg.Connection,
-                 stopping: threading.Event) -> None:
+                 stopping: threading.Event, on_progress: Callable[[], None]) -> None:
         self.job = job
         self.store = store
         self.worker_id = worker_id
-        self.lease_lost = False  # set when a heartbeat found the job reaped or cancelled
+        # Why the handler should stop: "cancelled", "lease lost" or "released".
+        self.stop_reason: Optional[str] = None
         self._conn = conn
         self._tx: Optional[psycopg.Transaction] = None
         self._stopping = stopping
+        self._stop = threading.Event()
+        self._progress: tuple[int, Any] = (0, None)  # (reports so far, the last one): one tuple, swapped whole
+        self._on_progress = on_progress
 
     @property
     def payload(self) -> Any:
@@ -123,6 +150,29 @@ class JobContext:
     def stopping(self) -> bool:
         """The worker is shutting down: a long handler may wrap up early."""
         return self._stopping.is_set()
+
+    @property
+    def lease_lost(self) -> bool:
+        """The job is no longer this handler's (cancelled, reaped, picked up
+        again, or released at shutdown): stop, its outcome will be dropped."""
+        return self.stop_reason is not None
+
+    @property
+    def cancelled(self) -> bool:
+        """An operator cancelled the job (pqrun.cancel) while it ran."""
+        return self.stop_reason == "cancelled"
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True, at once, when the handler should stop (``lease_lost``)."""
+        return self._stop.wait(seconds)
+
+    def progress(self, value: Any) -> None:
+        """Report how far the job got: a JSON value of at most 8 kB, stored in
+        ``pqrun.jobs.progress`` within about a second (only the latest report
+        counts) and kept after the job ends. A retry or a released job's next
+        attempt finds it in ``ctx.job.progress``, to resume from there."""
+        self._progress = (self._progress[0] + 1, value)
+        self._on_progress()
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -142,6 +192,10 @@ class JobContext:
         """Prove the job is alive now (the worker also does it on its own)."""
         self.store.heartbeat(self.job)
 
+    def _lose(self, reason: str) -> None:
+        self.stop_reason = self.stop_reason or reason
+        self._stop.set()
+
     def _end(self, exc: Optional[BaseException] = None) -> None:
         """Commit the job's transaction, or roll it back when exc is given."""
         tx, self._tx = self._tx, None
@@ -153,9 +207,13 @@ class JobContext:
 class _InFlight:
     job: Job
     ctx: JobContext
+    n: int  # the loop running it
     started: float
-    last_beat: float
-    released: bool = False
+    settled: bool = False  # the handler returned: its heartbeats' errors no longer matter
+    progress_sent: int = 0  # reports stored so far (ctx._progress[0] when none is pending)
+    next_report: float = 0.0  # monotonic time before which no report is written
+    waiting_on: Optional[psycopg.Connection] = None  # the heartbeat connection, while it waits a full period
+    cut_at: float = 0.0  # when a report last cancelled that wait
 
 
 def format_error(exc: BaseException) -> str:
@@ -175,6 +233,8 @@ class Worker:
                  loop_error_policy: LoopErrorPolicy = LoopErrorPolicy()) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if heartbeat_interval <= 0:
+            raise ValueError("heartbeat_interval must be positive")
         self.store = store
         self.handlers = dict(handlers)
         self.job_types = list(job_types) if job_types else sorted(self.handlers)
@@ -191,22 +251,25 @@ class Worker:
         self.loop_error_policy = loop_error_policy
 
         self._stop = threading.Event()       # loops: no more pickups
-        self._beats_stop = threading.Event()  # heartbeat thread: exit
+        self._beats_stop = threading.Event()  # heartbeat threads: exit
         self._stop_requests = 0               # signals received (plain int: signal-safe)
         self._lock = threading.Lock()
         self._polling: dict[int, psycopg.Connection] = {}  # loops inside a long-poll pickup
         self._inflight: dict[int, _InFlight] = {}
         self._loops: list[threading.Thread] = []
-        self._beats: Optional[threading.Thread] = None
+        self._beats: list[threading.Thread] = []
+        self._beat_wake = {n: threading.Event() for n in range(1, concurrency + 1)}
+        self._beat_conns: dict[int, psycopg.Connection] = {}
 
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
         log.info("worker %s: %d loop(s), job types %s, queues %s", self.worker_id, self.concurrency,
                  ",".join(self.job_types), ",".join(self.queues) if self.queues else "(all)")
-        self._beats = threading.Thread(target=self._heartbeat_loop, name="pqrun-heartbeat", daemon=True)
-        self._beats.start()
         for n in range(1, self.concurrency + 1):
+            b = threading.Thread(target=self._beat_loop, args=(n,), name=f"pqrun-beat-{n}", daemon=True)
+            b.start()
+            self._beats.append(b)
             t = threading.Thread(target=self._loop, args=(n,), name=f"pqrun-loop-{n}", daemon=True)
             t.start()
             self._loops.append(t)
@@ -248,14 +311,23 @@ class Worker:
                and self._stop_requests < 2):
             time.sleep(0.05)
         with self._lock:
-            unfinished = [f for f in self._inflight.values() if not f.released]
+            unfinished = [f for f in self._inflight.values() if not f.settled and not f.ctx.lease_lost]
             for f in unfinished:
-                f.released = True
+                f.ctx._lose("released")
         if unfinished:
             self._release(unfinished)
+        with self._lock:
+            beat_conns = list(self._beat_conns.values())
+        for conn in beat_conns:  # a heartbeat still waiting for a job that ended
+            try:
+                conn.cancel()
+            except psycopg.Error:
+                pass
         self._beats_stop.set()
-        if self._beats:
-            self._beats.join(timeout=2)
+        for wake in self._beat_wake.values():
+            wake.set()
+        for b in self._beats:
+            b.join(timeout=2)
         for t in self._loops:
             t.join(timeout=0.2)
         log.info("worker %s stopped", self.worker_id)
@@ -275,11 +347,11 @@ class Worker:
             return
         with conn:
             for f in flights:
-                reason = (f"released: worker {self.worker_id} shut down before the job finished "
-                          f"(ran {time.monotonic() - f.started:.1f}s, grace period {self.grace_period:g}s)")
+                self._flush_progress(f, conn)
                 try:
-                    status = self.store.mark_error(f.job, reason, retry_after=0, conn=conn)
-                    log.warning("job %s (%s) released -> %s", f.job.id, f.job.job_type, status)
+                    self.store.release(f.job, conn=conn)
+                    log.warning("job %s (%s) released -> READY, attempt not counted (ran %.1fs, grace period %gs)",
+                                f.job.id, f.job.job_type, time.monotonic() - f.started, self.grace_period)
                 except psycopg.Error as exc:
                     if lease_lost(exc):
                         log.info("job %s finished or lost its lease meanwhile", f.job.id)
@@ -334,12 +406,13 @@ class Worker:
         ends DONE is marked done by mark_done_and_pickup, which claims the
         next job in the same transaction (one commit per job instead of two):
         answered once that transaction committed."""
-        ctx = JobContext(job, self.store, worker_id, conn, self._stop)
+        ctx = JobContext(job, self.store, worker_id, conn, self._stop,
+                         on_progress=lambda: self._progress_reported(flight))
         claimed: list[Job] = []
-        now = time.monotonic()
-        flight = _InFlight(job, ctx, started=now, last_beat=now)
+        flight = _InFlight(job, ctx, n, started=time.monotonic())
         with self._lock:
             self._inflight[n] = flight
+        self._beat_wake[n].set()
         log.info("job %s (%s) attempt %d/%d started", job.id, job.job_type, job.attempts, job.max_attempts)
         try:
             try:
@@ -350,11 +423,22 @@ class Worker:
                 if inspect.isawaitable(result):
                     result = asyncio.run(result)
             except Exception as exc:
+                flight.settled = True
                 ctx._end(exc)  # the handler's writes and follow-ups roll back
-                self._fail(ctx, exc, conn)
+                if not self._dropped(flight):
+                    self._flush_progress(flight, conn)
+                    if isinstance(exc, Snooze):
+                        self._snooze(ctx, exc, conn)
+                    else:
+                        self._fail(ctx, exc, conn)
+                return []
+            flight.settled = True
+            if self._dropped(flight):
+                ctx._end(psycopg.Rollback())
                 return []
             try:
                 ctx.conn  # mark_done joins the job's transaction
+                self._flush_progress(flight, conn)
                 if claim_next and not self._stop.is_set():
                     claimed = self.store.mark_done_and_pickup(job, result, worker_id, self.job_types, self.queues,
                                                               conn=conn)
@@ -368,11 +452,19 @@ class Worker:
                     self._fail(ctx, exc, conn)
                 return []
             ctx._end()  # the claims count only once this commit returned
-            log.info("job %s (%s) done in %.0f ms", job.id, job.job_type, (time.monotonic() - now) * 1000)
+            log.info("job %s (%s) done in %.0f ms", job.id, job.job_type, (time.monotonic() - flight.started) * 1000)
             return claimed
         finally:
             with self._lock:
                 self._inflight.pop(n, None)
+
+    def _dropped(self, flight: _InFlight) -> bool:
+        """The handler returned after its job stopped being ours: nothing to report."""
+        if not flight.ctx.lease_lost:
+            return False
+        log.warning("job %s (%s) handler stopped (%s) after %.1fs; outcome dropped", flight.job.id,
+                    flight.job.job_type, flight.ctx.stop_reason, time.monotonic() - flight.started)
+        return True
 
     def _fail(self, ctx: JobContext, exc: Exception, conn: psycopg.Connection) -> None:
         job = ctx.job
@@ -394,6 +486,17 @@ class Worker:
                 "job %s (%s) attempt %d/%d: %s: %s -> %s", job.id, job.job_type, job.attempts,
                 job.max_attempts, type(exc).__name__, message, status)
 
+    def _snooze(self, ctx: JobContext, snooze: Snooze, conn: psycopg.Connection) -> None:
+        try:
+            self.store.snooze(ctx.job, snooze.seconds, conn=conn)
+        except psycopg.Error as exc:
+            if lease_lost(exc):
+                self._lease_lost(self._flight_of(ctx.job))
+            else:  # a delay pqrun refuses (negative, over 100 years) fails the attempt
+                self._fail(ctx, exc, conn)
+            return
+        log.info("job %s (%s) snoozed for %gs", ctx.job.id, ctx.job.job_type, snooze.seconds)
+
     def _flight_of(self, job: Job) -> Optional[_InFlight]:
         with self._lock:
             return next((f for f in self._inflight.values() if f.job.id == job.id), None)
@@ -401,34 +504,105 @@ class Worker:
     def _lease_lost(self, flight: Optional[_InFlight]) -> None:
         if flight is None:
             return
-        if flight.released:
+        if flight.ctx.stop_reason == "released":
             log.info("job %s finished after it was released at shutdown; outcome discarded", flight.job.id)
         else:
             log.warning("job %s lost its lease (reaped, cancelled or re-picked); its outcome and "
                         "writes were rolled back", flight.job.id)
 
-    # -- heartbeats -----------------------------------------------------------------
+    # -- heartbeats and progress ----------------------------------------------------
 
-    def _heartbeat_loop(self) -> None:
+    def _beat_loop(self, n: int) -> None:
+        """Loop n's heartbeats. A waiting heartbeat sleeps inside its
+        statement, so it has a connection of its own: on the loop's, the
+        job's mark_done would queue behind it."""
         conn: Optional[psycopg.Connection] = None
-        tick = min(max(self.heartbeat_interval / 4, 0.05), 5.0)
-        while not self._beats_stop.wait(tick):
-            now = time.monotonic()
+        wake = self._beat_wake[n]
+        # Jobs shorter than this cost no heartbeat; half the interval keeps
+        # the first renewal well inside a timeout of four intervals.
+        first = min(1.0, self.heartbeat_interval / 2)
+        while not self._beats_stop.is_set():
+            wake.clear()
             with self._lock:
-                due = [f for f in self._inflight.values() if not f.released and not f.ctx.lease_lost
-                       and now - f.last_beat >= self.heartbeat_interval]
-            for f in due:
-                try:
-                    if conn is None or conn.closed or conn.broken:
-                        conn = self.store.connect()
-                    self.store.heartbeat(f.job, conn=conn)
-                    f.last_beat = now
-                    log.debug("job %s heartbeat after %.1fs", f.job.id, now - f.started)
-                except psycopg.Error as exc:
-                    if lease_lost(exc):
-                        f.ctx.lease_lost = True
-                        log.warning("job %s: heartbeat refused, the job was reaped or cancelled", f.job.id)
-                    else:
-                        log.warning("job %s: heartbeat failed: %s", f.job.id, exc)
+                f = self._inflight.get(n)
+            if f is None or f.settled or f.ctx.lease_lost:
+                wake.wait()
+                continue
+            if f.ctx._progress[0] == f.progress_sent and time.monotonic() < f.started + first:
+                wake.wait(f.started + first - time.monotonic())
+                continue
+            try:
+                if conn is None or conn.closed:
+                    conn = self.store.connect()
+                    with self._lock:
+                        self._beat_conns[n] = conn
+                self._heartbeat(f, conn)
+            except psycopg.Error as exc:
+                if f.settled or f.ctx.lease_lost:
+                    continue  # the job ended during the wait, so the heartbeat failed
+                if lease_lost(exc):
+                    reason = "cancelled" if job_cancelled(exc) else "lease lost"
+                    f.ctx._lose(reason)
+                    log.warning("job %s (%s) %s while running (%s); its handler is told to stop",
+                                f.job.id, f.job.job_type, reason, exc.diag.message_detail or exc)
+                elif exc.sqlstate != QUERY_CANCELED:  # not a progress report cutting the wait short
+                    log.warning("job %s: heartbeat failed: %s", f.job.id, exc)
+                    if conn is not None and conn.broken:
+                        conn.close()
+                    self._beats_stop.wait(1.0)
         if conn is not None:
             conn.close()
+
+    def _heartbeat(self, f: _InFlight, conn: psycopg.Connection) -> None:
+        """One heartbeat of f's job: the pending progress report if it is due;
+        within a second of the last report a wait until the next one is due
+        (a handler that reports once usually reports again); else a wait of
+        heartbeat_interval, which a new report cuts short."""
+        now = time.monotonic()
+        with self._lock:  # with _progress_reported: a report comes before this (sent) or cuts the wait
+            seq, value = f.ctx._progress
+            due = now >= f.next_report
+            report = due and seq != f.progress_sent
+            f.waiting_on = conn if due and not report else None
+        wait = 0.0 if report else self.heartbeat_interval if due else f.next_report - now
+        try:
+            self.store.heartbeat(f.job, progress=value if report else None, wait=wait, conn=conn)
+        except (psycopg.Error, TypeError) as exc:
+            if not report or lease_lost(exc) or isinstance(exc, psycopg.OperationalError):
+                raise
+            log.error("job %s: progress report dropped: %s", f.job.id, exc)  # not JSON, or over 8 kB
+        finally:
+            with self._lock:
+                f.waiting_on = None
+        if report:
+            f.progress_sent = seq
+            f.next_report = time.monotonic() + PROGRESS_EVERY
+        log.debug("job %s heartbeat after %.1fs", f.job.id, time.monotonic() - f.started)
+
+    def _progress_reported(self, f: _InFlight) -> None:
+        now = time.monotonic()
+        with self._lock:
+            # Once a second at most: a cancel that reached the server before
+            # the statement did is ignored, and the next report tries again.
+            conn = f.waiting_on if now - f.cut_at >= PROGRESS_EVERY else None
+            if conn is not None:
+                f.cut_at = now
+        if conn is not None:
+            try:
+                conn.cancel()
+            except psycopg.Error:
+                pass
+        self._beat_wake[f.n].set()
+
+    def _flush_progress(self, f: _InFlight, conn: psycopg.Connection) -> None:
+        """Stores the handler's last progress report if no heartbeat carried it yet."""
+        seq, value = f.ctx._progress
+        if seq == f.progress_sent:
+            return
+        f.progress_sent = seq
+        try:
+            # Inside the job's transaction a savepoint: a refused report must not undo the job's work.
+            with conn.transaction():
+                self.store.heartbeat(f.job, progress=value, conn=conn)
+        except (psycopg.Error, TypeError) as exc:
+            log.warning("job %s: last progress report not stored: %s", f.job.id, exc)
