@@ -468,6 +468,7 @@ Register(ArrayType *job_types, ArrayType *queues)
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
 	if (!table->waiters[mine].in_use)
 		pg_atomic_fetch_add_u32(&table->waiting, 1);
+	w.lease_job = table->waiters[mine].lease_job; /* the heartbeat's count must stay right */
 	table->waiters[mine] = w;
 	LWLockRelease(table->lock);
 	return true;

@@ -20,15 +20,8 @@
 # Afterwards no session is left in a transaction. Needs psycopg 3.
 set -uo pipefail
 : "${PGHOST:?PGHOST must point at the test server}" "${PGPORT:?}" "${PGUSER:?}"
-
-py=
-for candidate in ${PQRUN_PYTHON:-} python3 /usr/bin/python3; do
-	if "$candidate" -c 'import psycopg' 2>/dev/null; then
-		py=$candidate
-		break
-	fi
-done
-[ -n "$py" ] || { echo "FAIL: no python3 that can 'import psycopg' (psycopg 3)"; exit 1; }
+source "$(dirname "$0")/../lib/python.sh"
+find_psycopg_python || exit 1
 
 db=pqrun_heartbeat_wait_$$
 trap 'dropdb --if-exists --force "$db" 2>/dev/null' EXIT

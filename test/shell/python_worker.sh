@@ -19,17 +19,8 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${PGHOST:?PGHOST must point at the test cluster}" "${PGPORT:?}" "${PGUSER:?}"
 
-py=
-for candidate in ${PQRUN_PYTHON:-} python3 /usr/bin/python3; do
-	if "$candidate" -c 'import psycopg' 2>/dev/null; then
-		py=$candidate
-		break
-	fi
-done
-if [ -z "$py" ]; then
-	echo "FAIL: no python3 that can 'import psycopg' (psycopg 3); on Debian: apt-get install python3-psycopg"
-	exit 1
-fi
+source "$repo/test/lib/python.sh"
+find_psycopg_python || exit 1
 echo "-- python: $py, psycopg $("$py" -c 'import psycopg; print(psycopg.__version__)')"
 
 db=pqrun_python_worker
