@@ -4,10 +4,11 @@
 #
 # Runs against the already running test server (test/run.sh exports PGHOST,
 # PGPORT, PGUSER) in databases of its own. For each released version V older
-# than the default (the sources of the update scripts sql/pqrun--V--W.sql;
-# CREATE EXTENSION ... VERSION 'V' installs the base script and the updates
-# up to V):
-#   1. CREATE EXTENSION pqrun VERSION 'V'; a worker role; jobs in every state
+# than the default (the sources of the update scripts sql/pqrun--V--W.sql),
+# installed as the repository's one base script and the updates up to V
+# (CREATE EXTENSION ... VERSION of the base, ALTER EXTENSION ... UPDATE TO
+# 'V'), never by a base script of V an older build left installed:
+#   1. pqrun at version V; a worker role; jobs in every state
 #      (DONE, FAILED, CANCELLED, READY, delayed, BLOCKED on a dependency,
 #      FIFO-blocked, RUNNING held by a live session) and an interval schedule
 #      that the background worker fires every second;
@@ -96,12 +97,18 @@ catalog >"/tmp/pqrun-upgrade-fresh-$$.txt"
 
 released=$(cd "$repo/sql" && ls pqrun--*--*.sql | sed -n 's/^pqrun--\([0-9.]*\)--[0-9.]*\.sql$/\1/p' | sort -uV)
 [ -n "$released" ] || { echo "FAIL: no released version to update from (sql/pqrun--<version>--<next>.sql)"; exit 1; }
+base=$(head -n 1 <<<"$released") # the oldest, the only one with a base script
+# install_version V: pqrun at version V in $db, from the base script.
+install_version() {
+	q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$base'" || return 1
+	[ "$1" = "$base" ] || q -c "SET client_min_messages = warning; ALTER EXTENSION pqrun UPDATE TO '$1'"
+}
 
 for from in $released; do
 	db=pqrun_upgrade_${from//./_}_$$
 	echo "== $from -> $current in $db"
 	createdb "$db" || exit 1
-	q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$from'" || exit 1
+	install_version "$from" || exit 1
 	check "installed version" "$from" "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'"
 	q -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
 	q -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null || exit 1
@@ -159,7 +166,7 @@ newest=$(tail -n 1 <<<"$released")
 db=pqrun_upgrade_session_$$
 echo "== $newest -> $current in one session ($db)"
 createdb "$db" || exit 1
-q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$newest'" -c "SELECT pqrun.enqueue('s')" >/dev/null || exit 1
+install_version "$newest" >/dev/null && q -c "SELECT pqrun.enqueue('s')" >/dev/null || exit 1
 answer=$(q -c "DO \$\$BEGIN PERFORM pqrun.pickup('w'); PERFORM pqrun.heartbeat(1); END\$\$" \
 	-c "ALTER EXTENSION pqrun UPDATE" \
 	-c "DO \$\$BEGIN PERFORM pqrun.heartbeat(1); END\$\$" \
