@@ -321,9 +321,11 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	}
 	/* The others, in id order, as by mark_done (finish_direct.hpp). */
 	auto rest = [&](int64 *rest_ids, int *rest_at) {
+		if (nfinished == static_cast<uint64>(n))
+			return 0; /* the usual case: nothing left to look for */
 		qsort(finished, nfinished, sizeof(int64), CompareIds);
 		int nrest = 0;
-		for (int k = 0; nfinished < static_cast<uint64>(n) && k < n; k++) {
+		for (int k = 0; k < n; k++) {
 			int64 id = list.sorted[k];
 			if (!bsearch(&id, finished, nfinished, sizeof(int64), CompareIds)) {
 				rest_at[nrest] = list.order[k];
