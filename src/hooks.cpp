@@ -42,6 +42,7 @@
 #include "hooks.hpp"
 #include "jobs/direct_rows.hpp"
 #include "jobs/expr_cache.hpp"
+#include "jobs/flow_control.hpp"
 #include "pg/boundary.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
@@ -57,14 +58,16 @@ ProcessUtility_hook_type prev_process_utility = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
-/* The LWLocks pqrun asks for: the slots', the waiters' and the counters'. */
-constexpr int kLWLocks = 3;
+/* The LWLocks pqrun asks for: the slots', the waiters', the counters' and
+ * the concurrency limits'. */
+constexpr int kLWLocks = 4;
 
 void
 RequestSharedMemory()
 {
 	using namespace pqrun;
-	RequestAddinShmemSpace(add_size(add_size(shmem::ShmemSize(), wake::ShmemSize()), stats::ShmemSize()));
+	RequestAddinShmemSpace(add_size(add_size(add_size(shmem::ShmemSize(), wake::ShmemSize()), stats::ShmemSize()),
+	                                flow_control::ShmemSize()));
 	RequestNamedLWLockTranche("pqrun", kLWLocks);
 }
 
@@ -76,6 +79,7 @@ AttachSharedMemory()
 	shmem::ShmemInit();
 	wake::ShmemInit();
 	stats::ShmemInit();
+	flow_control::ShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -104,12 +108,16 @@ OnXactEvent(XactEvent event)
 		deferred_claims::Forget();
 		if (event == XACT_EVENT_COMMIT) {
 			stats::OnCommit();
+			flow_control::AtCommit();
 			wake::AtCommit();
 		} else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
 			stats::OnAbort();
+			flow_control::AtAbort();
 			wake::AtAbort();
 		} else if (event == XACT_EVENT_PREPARE) {
+			/* Its places stay taken: its claims end with it, elsewhere. */
 			stats::OnPrepare();
+			flow_control::AtCommit();
 			wake::AtPrepare();
 		}
 		break;
@@ -129,6 +137,7 @@ OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
 	} else if (event == SUBXACT_EVENT_ABORT_SUB) {
 		deferred_claims::AtSubAbort(subid);
 		stats::OnSubAbort();
+		flow_control::AtSubAbort();
 		wake::AtSubAbort();
 	}
 }

@@ -5,6 +5,7 @@
  * SPI connection and packs the result. Nothing else lives here.
  */
 #include "bgw/maintenance.hpp"
+#include "jobs/flow_control.hpp"
 #include "jobs/lease_token.hpp"
 #include "jobs/queue.hpp"
 #include "pg/boundary.hpp"
@@ -387,6 +388,7 @@ PQRUN_FUNCTION(pqrun_register_database)
 	shmem::RegisterDatabase(MyDatabaseId, 15000);
 	stats::ResetDatabase();
 	wake::ResetDatabase();
+	flow_control::ResetDatabase();
 	PG_RETURN_VOID();
 }
 
@@ -428,5 +430,14 @@ PQRUN_FUNCTION(pqrun_queue_counters)
 	Connect();
 	stats::Report(rsinfo->setResult, rsinfo->setDesc);
 	Finish();
+	return Datum(0);
+}
+
+/* pqrun._flow_counters() behind pqrun.queue_controls: what shared memory
+ * counts for each limit and rate limit of this database. */
+PQRUN_FUNCTION(pqrun_flow_counters)
+{
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	flow_control::Report(rsinfo->setResult, rsinfo->setDesc);
 	return Datum(0);
 }

@@ -12,6 +12,7 @@
 #include "jobs/queue_internal.hpp"
 
 #include "jobs/finish_direct.hpp"
+#include "jobs/flow_control.hpp"
 #include "jobs/job_row.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
@@ -32,8 +33,8 @@ namespace stmts {
 #define FINISH_VALUES                                                                                                  \
 	"id, queue, job_type, payload, $3::pqrun.job_status, priority, attempts, max_attempts, run_after,"                 \
 	" timeout_seconds, locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on,"                           \
-	" COALESCE($5, last_error), pg_catalog.now(), " PQRUN_DURATION_MS ", $6, created_at, pg_catalog.now()"             \
-	PQRUN_JOB_CONTROLS ", CASE WHEN status = 'RUNNING' THEN $4 END"
+	" COALESCE($5, last_error), pg_catalog.now(), " PQRUN_DURATION_MS                                                  \
+	", $6, created_at, pg_catalog.now()" PQRUN_JOB_CONTROLS ", CASE WHEN status = 'RUNNING' THEN $4 END"
 static_assert(job_row::FinishIs(FINISH_COLUMNS, FINISH_VALUES), "the finish must fill job_row::kColumns' job_done");
 #define FINISH_FROM_GONE                                                                                               \
 	", moved AS (INSERT INTO pqrun.job_done (" FINISH_COLUMNS ") SELECT " FINISH_VALUES " FROM gone)"                  \
@@ -110,6 +111,7 @@ NoteFinished(JobStatus status, uint64 row = 0)
 	Datum locked_at = Col(row, 6, &isnull);
 	int64 duration_ms = isnull ? 0 : (GetCurrentTransactionStartTimestamp() - DatumGetTimestampTz(locked_at)) / 1000;
 	stats::JobFinished(ColText(row, 3), ColText(row, 4), finished, duration_ms);
+	flow_control::NoteEnded(ColText(row, 3), ColText(row, 4));
 }
 
 /* NoteMoved counts a job finish_direct moved to job_done as `status`. */
@@ -117,8 +119,10 @@ void
 NoteMoved(const finish_direct::Moved &moved, JobStatus status)
 {
 	stats::Finished finished;
-	if (stats::FinishedOf(status, &finished))
+	if (stats::FinishedOf(status, &finished)) {
 		stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
+		flow_control::NoteEnded(moved.queue, moved.job_type);
+	}
 }
 
 void

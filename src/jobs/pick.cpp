@@ -10,6 +10,7 @@
  * holding a snapshot.
  */
 #include "guc.hpp"
+#include "jobs/flow_control.hpp"
 #include "jobs/job_row.hpp"
 #include "jobs/pick_direct.hpp"
 #include "jobs/queue.hpp"
@@ -35,8 +36,8 @@ namespace stmts {
 #define LOCKED_AS_JOB                                                                                                  \
 	"id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"                 \
 	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " PQRUN_LEASE_TOKEN ", dedupe_key, fifo_key,"           \
-	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, $7::timestamptz"               \
-	PQRUN_JOB_CONTROLS
+	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, "                               \
+	"$7::timestamptz" PQRUN_JOB_CONTROLS
 static_assert(job_row::SelectListIs(LIVE_AS_JOB, false, ""), "LIVE_AS_JOB must list job_row::kColumns");
 static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB must list job_row::kColumns");
 
@@ -56,28 +57,34 @@ static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB mus
 
 static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set what job_row::kColumns says");
 
+/* Jobs of queues $8 and of (queue, job_type) pairs $9 (flow_control.hpp's
+ * BlockedQueues and BlockedPairs; NULL: none) are not claimed. */
+#define NOT_BLOCKED                                                                                                    \
+	" AND ($8::text[] IS NULL OR queue <> ALL ($8))"                                                                   \
+	" AND ($9::text[] IS NULL OR (pg_catalog.octet_length(queue)::text || ':' || queue || job_type) <> ALL ($9))"
+
 /* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
  * by job types $3 and queues $4, starting at pickup key ($5, $6) =
- * (-priority, id). The partial index job_live_pick yields rows already in
- * priority/id order, so the claim touches only the rows it returns plus the
- * ones other pickers hold. */
+ * (-priority, id), none of a blocked queue or pair. The partial index
+ * job_live_pick yields rows already in priority/id order, so the claim
+ * touches only the rows it returns plus the ones other pickers hold. */
 #define PICK(filter)                                                                                                   \
 	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
-	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                \
+	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter NOT_BLOCKED    \
 	      " ORDER BY (-(priority::bigint)), id"                                                                        \
 	      " LIMIT $2 FOR UPDATE SKIP LOCKED",                                                                          \
 	      "$7")
 
 /* Arguments of PICK and LOCK_PICK: worker, batch size, job types, queues,
- * the pickup hint's key, and the claim time. */
+ * the pickup hint's key, the claim time, blocked queues and pairs. */
 // clang-format off
-#define PICK_ARGS 7, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID}
+#define PICK_ARGS 9, {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}
 // clang-format on
 
 #define LOCK_PICK(filter)                                                                                              \
 	"SELECT " LOCKED_AS_JOB ", ctid"                                                                                   \
 	" FROM pqrun.job_live"                                                                                             \
-	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter                      \
+	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter NOT_BLOCKED          \
 	" ORDER BY (-(priority::bigint)), id"                                                                              \
 	" LIMIT $2 FOR UPDATE SKIP LOCKED"
 
@@ -94,9 +101,11 @@ spi::Statement kPromoteDue{
 spi::Statement kReadyExists{
     "ready exists",
     "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
-    "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2)))",
-    3,
-    {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}};
+    "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2))"
+    "   AND ($4::text[] IS NULL OR queue <> ALL ($4))"
+    "   AND ($5::text[] IS NULL OR (pg_catalog.octet_length(queue)::text || ':' || queue || job_type) <> ALL ($5)))",
+    5,
+    {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}};
 
 spi::Statement kNextDelayed{
     "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}};
@@ -111,16 +120,19 @@ spi::Statement kPickTypesQueues{"pick by type and queue", PICK("AND job_type = A
                                 PICK_ARGS};
 
 /* Delayed jobs that fell due and no maintenance round has promoted yet
- * ($5: the clock), claimed directly when no promoted job is left. */
+ * ($5: the clock), claimed directly when no promoted job is left; none of
+ * the queues $6 (those with a control, which only a locking pick can
+ * enforce: they wait for their promotion). */
 spi::Statement kPickDue{
     "pick due",
     CLAIM("SELECT id FROM pqrun.job_live"
           " WHERE delayed AND run_after <= $5"
           "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) AND ($4::text[] IS NULL OR queue = ANY ($4))"
+          "   AND ($6::text[] IS NULL OR queue <> ALL ($6))"
           " ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED",
           "$5"),
-    5,
-    {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}};
+    6,
+    {TEXTOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID}};
 
 /* A batch pickup whose claims are deferred (deferred_claims.hpp): the
  * same rows as PICK, locked but not written, as pqrun.jobs rows the
@@ -154,6 +166,7 @@ struct ClaimReceiver {
 	Claims *locked;     /* the claims gathered, when given */
 	int capacity;       /* room in `locked` */
 	wake::PickKey last; /* pickup key of the last row */
+	bool gated;         /* controls apply: each claim takes its places (flow_control.hpp) */
 };
 
 /* Grow doubles the room in `c` from `capacity` entries. */
@@ -168,14 +181,28 @@ Grow(Claims *c, int *capacity)
 	*capacity = more;
 }
 
-void
+/* ReceiveClaim hands out a claimed row, or answers false for a locked row
+ * whose limit is full: that row stays locked, READY, until the transaction
+ * ends. */
+bool
 ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 {
-	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
 	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
+	int64 id = DatumGetInt64(values[job_row::kId]);
+	wake::PickKey key = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), id);
+	if (r->gated && !flow_control::Reserve(values[job_row::kQueue], values[job_row::kJobType], id,
+	                                       DatumGetUUIDP(values[job_row::kLeaseToken]))) {
+		/* Only a locking pick may meet a full limit (the others pass over
+		 * every queue with a control). */
+		if (r->locked == nullptr)
+			elog(ERROR, "pqrun: job %lld was claimed past its queue's controls", static_cast<long long>(id));
+		wake::NoteHeld(key);
+		return false;
+	}
+	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
 	const char *queue = TextDatumGetCString(values[job_row::kQueue]);
 	const char *job_type = TextDatumGetCString(values[job_row::kJobType]);
-	r->last = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), DatumGetInt64(values[job_row::kId]));
+	r->last = key;
 	wake::NoteClaimed(r->last, queue, job_type);
 	stats::PickedUp(
 	    queue, job_type,
@@ -189,6 +216,7 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 		locked->in_fifo[i] = !nulls[job_row::kFifoKey];
 		locked->ctids[i] = *reinterpret_cast<ItemPointer>(DatumGetPointer(values[r->out_desc->natts]));
 	}
+	return true;
 }
 
 } // namespace
@@ -202,7 +230,7 @@ pqrun_claim_receive(TupleTableSlot *slot, DestReceiver *self)
 	auto *receiver = reinterpret_cast<pqrun::queue::ClaimReceiver *>(self);
 	pqrun::GuardedEntry([&]() {
 		slot_getallattrs(slot);
-		pqrun::queue::ReceiveClaim(receiver, slot->tts_values, slot->tts_isnull);
+		(void)pqrun::queue::ReceiveClaim(receiver, slot->tts_values, slot->tts_isnull);
 	});
 	return true;
 }
@@ -221,14 +249,25 @@ pqrun_claim_shutdown(DestReceiver *self)
 namespace pqrun::queue {
 namespace {
 
+/* SetBlocked fills the two arguments of a pick statement that name the
+ * blocked queues and (queue, job_type) pairs: NULL unless `gated`. */
+void
+SetBlocked(bool gated, Datum *values, char *nulls)
+{
+	values[0] = gated ? flow_control::BlockedQueues() : Datum(0);
+	values[1] = gated ? flow_control::BlockedPairs() : Datum(0);
+	nulls[0] = nulls[1] = gated ? ' ' : 'n';
+}
+
 /* PickInto runs the pick `stmt` into `out`, gathering the rows into
  * `locked` when given, and answers how many it claimed and, in `last` when
  * given, the pickup key of the last one. A locking pick is made by
  * pick_direct.hpp unless it declines. The room for the claims grows with
- * them: a batch size says how many at most, not how many there are. */
+ * them: a batch size says how many at most, not how many there are. When
+ * `gated`, each claim takes its places in its limits first. */
 uint64
 PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-         Claims *locked, wake::PickKey *last)
+         Claims *locked, wake::PickKey *last, bool gated)
 {
 	int capacity = 16;
 	if (locked) {
@@ -249,6 +288,7 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate
 	receiver.locked = locked;
 	receiver.capacity = capacity;
 	receiver.last = wake::PickKey{INT64_MAX, INT64_MAX};
+	receiver.gated = gated;
 	uint64 n = 0;
 	bool direct = false;
 	if (locked) {
@@ -257,18 +297,22 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate
 		                             nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]),
 		                             nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]),
 		                             {DatumGetInt64(values[4]), DatumGetInt64(values[5])},
-		                             DatumGetTimestampTz(values[6])};
+		                             DatumGetTimestampTz(values[6]),
+		                             gated};
 		direct = pick_direct::Pick(
 		    request, out_desc,
 		    [](void *r, const Datum *row, const bool *row_nulls) {
-			    ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
+			    return ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
 		    },
 		    &receiver, &n);
 	}
 	if (!direct)
 		n = ExecInto(stmt, values, nulls, &receiver.pub);
-	if (locked && static_cast<uint64>(locked->count) != n)
+	if (direct && static_cast<uint64>(locked->count) != n)
 		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count);
+	/* A locking statement's rows include those a full limit turned away. */
+	if (locked)
+		n = locked->count;
 	if (last)
 		*last = receiver.last;
 	return n;
@@ -281,7 +325,7 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate
  * promoted without claiming would stay locked until its statement ends. */
 uint64
 ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
-          bool will_wait, Claims *locked = nullptr)
+          bool will_wait, bool gated, Claims *locked = nullptr)
 {
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
@@ -297,19 +341,24 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	values[4] = Int64GetDatum(start.neg_priority);
 	values[5] = Int64GetDatum(start.id);
 	wake::PickKey last;
-	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, &last);
+	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, &last, gated);
 	/* Everything an unfiltered pickup passed on its way to its last claim is
-	 * claimed, dead or held by someone whose rollback lowers the hint again. */
-	if (hinted && n > 0 && (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick))
+	 * claimed, dead or held by someone whose rollback lowers the hint again;
+	 * unless it passed over jobs its controls held back. */
+	if (hinted && n > 0 && (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick) && !flow_control::Skipped())
 		wake::RaiseHint(gen, last);
 
 	/* Nothing promoted left: take delayed jobs that fell due since the last
 	 * maintenance round. */
 	if (n < static_cast<uint64>(batch_size)) {
-		Datum due_values[5] = {values[0], Int32GetDatum(batch_size - static_cast<int32>(n)), values[2], values[3],
-		                       TimestampTzGetDatum(GetCurrentTimestamp())};
-		char due_nulls[6] = {' ', ' ', nulls[2], nulls[3], ' ', '\0'};
-		n += PickInto(stmts::kPickDue, due_values, due_nulls, out, out_desc, nullptr, nullptr);
+		Datum due_values[6] = {values[0],
+		                       Int32GetDatum(batch_size - static_cast<int32>(n)),
+		                       values[2],
+		                       values[3],
+		                       TimestampTzGetDatum(GetCurrentTimestamp()),
+		                       gated ? flow_control::ControlledQueues() : Datum(0)};
+		char due_nulls[7] = {' ', ' ', nulls[2], nulls[3], ' ', gated ? ' ' : 'n', '\0'};
+		n += PickInto(stmts::kPickDue, due_values, due_nulls, out, out_desc, nullptr, nullptr, gated);
 	}
 	return n;
 }
@@ -330,6 +379,11 @@ SleepMs(bool registered, TimestampTz deadline)
 			due = LearnNextDue(due); /* whatever was due has been promoted */
 		if (due > now && due < until)
 			until = due;
+		if (flow_control::LimitedLook())
+			until = Min(until, TimestampTzPlusMilliseconds(now, flow_control::LimitedPollMs()));
+		TimestampTz token = flow_control::NextTokenAt();
+		if (token > now && token < until)
+			until = token;
 	}
 	/* The latch wait takes an int of milliseconds: look again hourly. */
 	long ms = Min((until - now + 999) / 1000, 3600L * 1000);
@@ -340,10 +394,10 @@ SleepMs(bool registered, TimestampTz deadline)
  * the jobs it locked to deferred_claims.hpp. */
 uint64
 ClaimAndDefer(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-              bool waited, bool will_wait, const text *worker_id)
+              bool waited, bool will_wait, bool gated, const text *worker_id)
 {
 	Claims locked{0, nullptr, nullptr, nullptr, nullptr};
-	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, will_wait, &locked);
+	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, will_wait, gated, &locked);
 	/* After the last statement of this pickup, which would write them. */
 	deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
 	return n;
@@ -358,7 +412,7 @@ ClaimAndDefer(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestore
  * subtransaction's commit. */
 uint64
 ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-                   bool waited, bool defer, const text *worker_id)
+                   bool waited, bool defer, bool gated, const text *worker_id)
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -367,8 +421,8 @@ ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuple
 	MemoryContextSwitchTo(context);
 	PG_TRY();
 	{
-		n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, worker_id)
-		          : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true);
+		n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, gated, worker_id)
+		          : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true, gated);
 	}
 	PG_CATCH();
 	{
@@ -464,30 +518,41 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 		         errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
 		                   "it waits."),
 		         errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
-	bool defer = deferred_claims::ShouldDefer();
-	spi::Statement &stmt = defer ? (job_types ? (queues ? stmts::kLockPickTypesQueues : stmts::kLockPickTypes)
-	                                          : (queues ? stmts::kLockPickQueues : stmts::kLockPick))
-	                             : (job_types ? (queues ? stmts::kPickTypesQueues : stmts::kPickTypes)
-	                                          : (queues ? stmts::kPickQueues : stmts::kPick));
-	Datum values[7] = {PointerGetDatum(worker_id),
+	Datum values[9] = {PointerGetDatum(worker_id),
 	                   Int32GetDatum(batch_size),
 	                   PointerGetDatum(job_types),
 	                   PointerGetDatum(queues),
 	                   Datum(0),
 	                   Datum(0),
+	                   Datum(0),
+	                   Datum(0),
 	                   Datum(0)};
-	char nulls[8] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', '\0'};
+	char nulls[10] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', 'n', 'n', '\0'};
+	/* Each look first learns what the controls allow; when any applies,
+	 * the pick only locks, so a job whose limit filled meanwhile can be
+	 * passed over (flow_control.hpp). */
+	bool defer, gated;
+	auto gate = [&]() -> spi::Statement & {
+		gated = flow_control::Prepare(job_types, queues, batch_size);
+		SetBlocked(gated, &values[7], &nulls[7]);
+		defer = deferred_claims::ShouldDefer() || gated;
+		return defer ? (job_types ? (queues ? stmts::kLockPickTypesQueues : stmts::kLockPickTypes)
+		                          : (queues ? stmts::kLockPickQueues : stmts::kLockPick))
+		             : (job_types ? (queues ? stmts::kPickTypesQueues : stmts::kPickTypes)
+		                          : (queues ? stmts::kPickQueues : stmts::kPick));
+	};
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
-	if (wait_ms <= 0 && defer) {
-		claimed = ClaimAndDefer(stmt, values, nulls, out, out_desc, false, false, worker_id);
-	} else if (wait_ms <= 0) {
-		claimed = ClaimOnce(stmt, values, nulls, out, out_desc, false, false);
+	if (wait_ms <= 0) {
+		spi::Statement &stmt = gate();
+		claimed = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, false, false, gated, worker_id)
+		                : ClaimOnce(stmt, values, nulls, out, out_desc, false, false, false);
 	} else {
 		LongPoll(
 		    job_types, queues, wait_ms,
 		    [&](bool waited) {
-			    claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, worker_id);
+			    spi::Statement &stmt = gate();
+			    claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, gated, worker_id);
 			    return claimed > 0;
 		    },
 		    [] {});
@@ -503,9 +568,10 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 	LongPoll(
 	    job_types, queues, wait_ms,
 	    [&](bool) {
-		    Datum values[3] = {PointerGetDatum(job_types), PointerGetDatum(queues),
-		                       TimestampTzGetDatum(GetCurrentTimestamp())};
-		    char nulls[4] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+		    Datum values[5] = {PointerGetDatum(job_types), PointerGetDatum(queues),
+		                       TimestampTzGetDatum(GetCurrentTimestamp()), Datum(0), Datum(0)};
+		    char nulls[6] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', 'n', 'n', '\0'};
+		    SetBlocked(flow_control::Prepare(job_types, queues, 1), &values[3], &nulls[3]);
 		    /* await_jobs runs as its caller (it commits, so it cannot be
 		          * SECURITY DEFINER); a superuser caller must still not run
 		          * the operators of whoever set the database's search_path. */

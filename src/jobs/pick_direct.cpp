@@ -2,6 +2,7 @@
 #include "jobs/pick_direct.hpp"
 
 #include "jobs/direct_rows.hpp"
+#include "jobs/flow_control.hpp"
 #include "jobs/job_row.hpp"
 #include "jobs/lease_token.hpp"
 #include "xact/deferred_claims.hpp"
@@ -156,7 +157,7 @@ struct Filter {
 
 /* Qualifies answers whether the row in `slot` is one the pick statement
  * selects: READY, not delayed, of a wanted type and queue, at or past the
- * start key. */
+ * start key, and not held back by a pause or a full limit. */
 bool
 Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &queues, TupleTableSlot *slot)
 {
@@ -168,12 +169,15 @@ Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &
 	                                DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull)));
 	if (wake::Less(key, r.start))
 		return false;
-	return types.Matches(slot_getattr(slot, l.from[kJobType], &isnull), l.job_type_collation) &&
-	       queues.Matches(slot_getattr(slot, l.from[kQueue], &isnull), l.queue_collation);
+	Datum job_type = slot_getattr(slot, l.from[kJobType], &isnull);
+	Datum queue = slot_getattr(slot, l.from[kQueue], &isnull);
+	return types.Matches(job_type, l.job_type_collation) && queues.Matches(queue, l.queue_collation) &&
+	       !(r.gated && flow_control::Blocked(queue, job_type));
 }
 
-/* EmitClaim hands out the job locked in `slot` as the claim makes it. */
-void
+/* EmitClaim hands out the job locked in `slot` as the claim makes it,
+ * answering emit's answer. */
+bool
 EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, void *arg)
 {
 	slot_getallattrs(slot);
@@ -212,7 +216,7 @@ EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, vo
 	}
 	values[kOut] = PointerGetDatum(&ctid);
 	nulls[kOut] = false;
-	emit(arg, values, nulls);
+	return emit(arg, values, nulls);
 }
 
 /* StartKey is the index condition (-priority, id) >= start, a row
@@ -257,10 +261,9 @@ LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Sn
 		/* Passed over, as by LockRows: a row another transaction holds, or
 		 * deleted, or a version this command cannot lock; and a version newer
 		 * than the snapshot's that no longer qualifies, which stays locked. */
-		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked))) {
-			EmitClaim(l, r, locked, emit, arg);
+		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked)) &&
+		    EmitClaim(l, r, locked, emit, arg))
 			n++;
-		}
 		ExecClearTuple(locked);
 	}
 	ExecDropSingleTupleTableSlot(locked);

@@ -32,12 +32,14 @@ struct Request {
 	ArrayType *queues;
 	wake::PickKey start;
 	TimestampTz at;
+	bool gated; /* flow controls apply: jobs they hold back are passed over */
 };
 
 /* Emit receives each locked job as the locking pick statement's row
  * (pick.cpp, LOCK_PICK): the pqrun.jobs columns of its claim, then the
- * row's ctid. */
-using Emit = void (*)(void *arg, const Datum *values, const bool *nulls);
+ * row's ctid; it answers false when the job is not claimed after all (its
+ * limit filled), which does not count against the request's limit. */
+using Emit = bool (*)(void *arg, const Datum *values, const bool *nulls);
 
 /* Pick locks the jobs of `request` in pickup-key order and emits them as
  * rows of `out_desc` (pqrun.jobs) plus ctid, setting `count`. Answers

@@ -12,6 +12,7 @@
 #include "jobs/queue_internal.hpp"
 
 #include "guc.hpp"
+#include "jobs/flow_control.hpp"
 #include "pg/compat.hpp"
 #include "pg/spi_rows.hpp"
 #include "pure/backoff.hpp"
@@ -112,8 +113,10 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	values[2] = TextOrNull(error, &nulls[2]);
 	values[3] = CStringGetTextDatum(outcome);
 	uint64 n = Exec(stmts::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
-	if (n > 0)
+	if (n > 0) {
 		stats::Errored(ColText(0, 1), ColText(0, 2));
+		flow_control::NoteEnded(ColText(0, 1), ColText(0, 2));
+	}
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 
@@ -157,7 +160,8 @@ AwaitLeaseEnd(int64 job_id, Datum lease, bool has_lease, int64 wait_ms)
 	{
 		for (bool first = true;; first = false) {
 			if (Exec(stmts::kHeldWindow, values, nulls, SPI_OK_SELECT) == 0) {
-				running = !(has_lease && Exec(stmts::kFinishedUnder, values, nullptr, SPI_OK_SELECT) > 0 && ColBool(0, 1));
+				running =
+				    !(has_lease && Exec(stmts::kFinishedUnder, values, nullptr, SPI_OK_SELECT) > 0 && ColBool(0, 1));
 				if (!running)
 					break;
 				RaiseNotRunning(job_id, lease, has_lease);
@@ -213,7 +217,10 @@ GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, bool 
 {
 	LockRunning(job_id, lease, has_lease);
 	Datum values[3] = {Int64GetDatum(job_id), TimestampTzGetDatum(run_after), Int32GetDatum(snooze ? 1 : 0)};
-	NoteRows(Exec(stmts::kGiveBack, values, nullptr, SPI_OK_UPDATE_RETURNING), ReadyRows::kMaybeDelayed);
+	uint64 n = Exec(stmts::kGiveBack, values, nullptr, SPI_OK_UPDATE_RETURNING);
+	if (n > 0)
+		flow_control::NoteEnded(ColText(0, 1), ColText(0, 2));
+	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 
 void

@@ -116,6 +116,19 @@ Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long co
 }
 
 uint64
+ExecLatest(Statement &stmt, Datum *values, const char *nulls, bool own_changes)
+{
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	if (!own_changes)
+		snapshot->curcid = FirstCommandId;
+	int rc = SPI_execute_snapshot(PlanFor(stmt), values, nulls, snapshot, InvalidSnapshot, true, false, 0);
+	UnregisterSnapshot(snapshot);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "pqrun: statement \"%s\" failed: %s", stmt.name, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+uint64
 ExecInto(Statement &stmt, Datum *values, const char *nulls, DestReceiver *dest)
 {
 	ParamListInfo params = makeParamList(stmt.nargs);

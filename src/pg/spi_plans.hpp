@@ -49,6 +49,12 @@ void Finish();
  * SPI_processed; rows are in SPI_tuptable. */
 uint64 Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long count = 0);
 
+/* ExecLatest runs the SELECT `stmt` read-only under a snapshot taken now,
+ * whatever the transaction's isolation: it sees every commit so far, also
+ * in REPEATABLE READ, and this transaction's own changes only when
+ * `own_changes` (else the rows as they were before it began). */
+uint64 ExecLatest(Statement &stmt, Datum *values, const char *nulls, bool own_changes);
+
 /* ExecInto runs the SELECT `stmt` like Exec but sends its rows to `dest` as
  * the executor makes them, instead of copying them into SPI_tuptable. */
 uint64 ExecInto(Statement &stmt, Datum *values, const char *nulls, DestReceiver *dest);

@@ -14,6 +14,9 @@ struct DatabaseState {
 	int64 hint_neg_priority;
 	int64 hint_id;
 	uint64 hint_gen;
+	/* Bumped by every commit that changed pqrun.queue_control (and by
+	 * CREATE EXTENSION): backends reload their copy when it moves. */
+	uint64 controls_gen;
 };
 
 } // namespace pqrun::wake

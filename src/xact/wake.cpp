@@ -84,6 +84,9 @@ int64 ended_leases[kMaxPending];
 int nended = 0;
 bool ended_overflow = false;
 
+/* This transaction changed pqrun.queue_control. */
+bool controls_changed = false;
+
 /* Smallest pickup keys this transaction made READY (lowered into the hint at
  * COMMIT) and left READY while locking or claiming them (lowered at ABORT,
  * and at COMMIT for rows it only held). */
@@ -166,6 +169,7 @@ Reset()
 	claimed_overflow_level = INT_MAX;
 	nended = 0;
 	ended_overflow = false;
+	controls_changed = false;
 }
 
 /* WakeLeaseWaiters wakes this database's waiting heartbeats of the jobs
@@ -206,6 +210,23 @@ LeaveOnExit()
 		    0);
 		installed = true;
 	}
+}
+
+/* AddPending notes one job of the (queue, job_type) hashes that a waiter
+ * may now take, woken at COMMIT. */
+void
+AddPending(uint32 queue_hash, uint32 type_hash)
+{
+	for (int i = 0; i < npending; i++) {
+		if (pending[i].queue == queue_hash && pending[i].type == type_hash) {
+			pending[i].count++;
+			return;
+		}
+	}
+	if (npending < kMaxPending)
+		pending[npending++] = Pending{queue_hash, type_hash, 1};
+	else
+		overflow = true;
 }
 
 void
@@ -381,6 +402,7 @@ ResetDatabase()
 		slot.wake.hint_set = false;
 		slot.wake.hint_gen++;
 		slot.wake.next_due = 0;
+		slot.wake.controls_gen++;
 	});
 }
 
@@ -414,7 +436,6 @@ void
 NoteReady(const char *queue, const char *job_type, PickKey key)
 {
 	KeepMin(&ready_key, key);
-	const int64 count = 1;
 	uint32 queue_hash = Hash(queue);
 	if (pqrun_notify) {
 		/* The first queues are looked up here, so that a batch does not note
@@ -432,17 +453,33 @@ NoteReady(const char *queue, const char *job_type, PickKey key)
 			MemoryContextSwitchTo(old);
 		}
 	}
-	uint32 type_hash = Hash(job_type);
-	for (int i = 0; i < npending; i++) {
-		if (pending[i].queue == queue_hash && pending[i].type == type_hash) {
-			pending[i].count += count;
-			return;
-		}
-	}
-	if (npending < kMaxPending)
-		pending[npending++] = Pending{queue_hash, type_hash, count};
-	else
-		overflow = true;
+	AddPending(queue_hash, Hash(job_type));
+}
+
+void
+NoteFreed(const char *queue, const char *job_type)
+{
+	AddPending(Hash(queue), Hash(job_type));
+}
+
+void
+NoteControlsChanged()
+{
+	controls_changed = true;
+}
+
+uint64
+ControlsGen()
+{
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return 0;
+	uint64 gen = 0;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	if (shmem::DatabaseSlot *slot = MySlot(shared))
+		gen = slot->wake.controls_gen;
+	LWLockRelease(shared->lock);
+	return gen;
 }
 
 void
@@ -640,8 +677,11 @@ AtCommit()
 	/* Lower the hint before waking anyone, so the woken look low enough. */
 	KeepMin(&ready_key, held_key);
 	LowerHintTo(ready_key);
-	if (npending > 0 || overflow)
-		WakeWaiters(pending, npending, overflow);
+	/* New controls (a resume, a raised limit) may let every waiter run. */
+	if (controls_changed)
+		UpdateMySlot([](shmem::DatabaseSlot &slot) { slot.wake.controls_gen++; });
+	if (npending > 0 || overflow || controls_changed)
+		WakeWaiters(pending, npending, overflow || controls_changed);
 	WakeLeaseWaiters();
 	LowerNextDue();
 	Reset();

@@ -49,6 +49,17 @@ void ResetDatabase();
 void RaiseHint(uint64 gen, PickKey key);
 void LowerHint(PickKey key);
 
+/* NoteFreed records that a running job of (queue, job_type) ended in the
+ * current transaction: a waiter held back by a concurrency limit
+ * (flow_control.hpp) may take its place after the commit. */
+void NoteFreed(const char *queue, const char *job_type);
+
+/* NoteControlsChanged records that the current transaction changed
+ * pqrun.queue_control; its commit moves ControlsGen() and wakes every
+ * waiter of the database. ControlsGen answers 0 without shared state. */
+void NoteControlsChanged();
+uint64 ControlsGen();
+
 /* NoteDelayed records that a job becomes runnable at `run_after` with no
  * further event, so waiters can time their next look. */
 void NoteDelayed(TimestampTz run_after);

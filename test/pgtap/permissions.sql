@@ -5,16 +5,17 @@
 --   producer: enqueue, enqueue_batch, cancel, read pqrun.jobs
 --   worker:   pickup, mark_done, mark_done_batch, mark_done_and_pickup,
 --             mark_error, heartbeat, release, snooze, enqueue, enqueue_batch,
---             read pqrun.jobs
---   monitor:  read jobs, job_attempts, periodic, queue_stats, workers, health,
---             call metrics()
+--             read pqrun.jobs and pqrun.queue_control (await_jobs reads it)
+--   monitor:  read jobs, job_attempts, periodic, queue_stats, queue_controls,
+--             workers, health, call metrics()
 -- and everything else (reap_stale, retry, purge, run_maintenance, schedule,
--- unschedule, the grant functions) stays with the owner. Checked twice: in
+-- unschedule, pause_queue, resume_queue, set_concurrency_limit,
+-- set_rate_limit, the grant functions) stays with the owner. Checked twice: in
 -- the catalog (privileges on every API function and relation) and by
 -- calling the API as each role. Roles are created in the rolled-back
 -- transaction.
 BEGIN;
-SELECT plan(39);
+SELECT plan(42);
 
 CREATE ROLE tap_producer;
 CREATE ROLE tap_worker;
@@ -28,9 +29,10 @@ SELECT lives_ok($$SELECT pqrun.grant_monitor('tap_monitor')$$, 'grant_monitor');
 CREATE TEMP TABLE api_fn(name) AS VALUES ('enqueue'), ('enqueue_batch'), ('pickup'), ('mark_done'),
 	('mark_done_batch'), ('mark_done_and_pickup'), ('mark_error'),
 	('heartbeat'), ('release'), ('snooze'), ('reap_stale'), ('cancel'), ('retry'), ('purge'), ('run_maintenance'), ('schedule'),
-	('unschedule'), ('metrics'), ('grant_producer'), ('grant_worker'), ('grant_monitor');
+	('unschedule'), ('metrics'), ('grant_producer'), ('grant_worker'), ('grant_monitor'), ('pause_queue'),
+	('resume_queue'), ('set_concurrency_limit'), ('set_rate_limit');
 CREATE TEMP TABLE api_rel(name) AS VALUES ('jobs'), ('job_attempts'), ('periodic'), ('queue_stats'), ('workers'),
-	('health');
+	('health'), ('queue_control'), ('queue_controls');
 GRANT SELECT ON api_fn, api_rel TO PUBLIC;
 
 -- may_execute(role): the API functions `role` may call (schema USAGE and EXECUTE).
@@ -70,9 +72,11 @@ SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['metrics'], 'a monitor may c
 SELECT is(pg_temp.may_execute('tap_nobody'), '{}'::text[], 'PUBLIC may call no API function');
 
 SELECT is(pg_temp.may_read('tap_producer'), ARRAY['jobs'], 'a producer may read pqrun.jobs');
-SELECT is(pg_temp.may_read('tap_worker'), ARRAY['jobs'], 'a worker may read pqrun.jobs');
-SELECT is(pg_temp.may_read('tap_monitor'), ARRAY['health', 'job_attempts', 'jobs', 'periodic', 'queue_stats', 'workers'],
-	'a monitor may read jobs, job_attempts, periodic, queue_stats, workers and health');
+SELECT is(pg_temp.may_read('tap_worker'), ARRAY['jobs', 'queue_control'],
+	'a worker may read pqrun.jobs and the flow controls');
+SELECT is(pg_temp.may_read('tap_monitor'),
+	ARRAY['health', 'job_attempts', 'jobs', 'periodic', 'queue_controls', 'queue_stats', 'workers'],
+	'a monitor may read jobs, job_attempts, periodic, queue_controls, queue_stats, workers and health');
 SELECT is(pg_temp.may_read('tap_nobody'), '{}'::text[], 'PUBLIC may read nothing');
 
 SELECT is(pg_temp.may_write(r), '{}'::text[], format('%s may change no pqrun relation directly', r))
@@ -80,9 +84,10 @@ SELECT is(pg_temp.may_write(r), '{}'::text[], format('%s may change no pqrun rel
 SELECT is(pg_temp.internal(r), '{}'::text[], format('%s may call no internal pqrun function', r))
   FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_nobody']::name[]) AS r;
 -- Functions in a view run with the privileges of the view's user, so a
--- monitor needs the counters behind pqrun.queue_stats, and nothing else.
-SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_queue_counters']::text[],
-	'a monitor may call only the counters behind queue_stats');
+-- monitor needs the counters behind pqrun.queue_stats and
+-- pqrun.queue_controls, and nothing else.
+SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_queue_counters']::text[],
+	'a monitor may call only the counters behind queue_stats and queue_controls');
 
 -- ---- calling the API as each role ---------------------------------------------------
 SET LOCAL ROLE tap_producer;
@@ -111,11 +116,14 @@ SELECT throws_ok($$SELECT pqrun.retry((SELECT min(id) FROM pqrun.jobs WHERE queu
 	'a worker cannot retry');
 SELECT throws_ok($$SELECT pqrun.schedule('tap', 'perm', run_every => '1 hour')$$, '42501', NULL,
 	'a worker cannot schedule');
+SELECT throws_ok($$SELECT pqrun.pause_queue('tap_perm')$$, '42501', NULL, 'a worker cannot pause a queue');
+SELECT throws_ok($$SELECT pqrun.set_concurrency_limit('tap_perm', 1)$$, '42501', NULL, 'a worker cannot set a limit');
+SELECT throws_ok($$SELECT pqrun.set_rate_limit('tap_perm', 1)$$, '42501', NULL, 'a worker cannot set a rate limit');
 RESET ROLE;
 
 SET LOCAL ROLE tap_monitor;
 SELECT lives_ok($$SELECT * FROM pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.workers, pqrun.health,
-	pqrun.periodic LIMIT 1$$, 'a monitor reads every observing relation');
+	pqrun.periodic, pqrun.queue_controls LIMIT 1$$, 'a monitor reads every observing relation');
 SELECT lives_ok($$SELECT pqrun.metrics()$$, 'a monitor calls metrics()');
 SELECT throws_ok($$SELECT pqrun.enqueue('perm')$$, '42501', NULL, 'a monitor cannot enqueue');
 SELECT throws_ok($$SELECT pqrun.run_maintenance()$$, '42501', NULL, 'a monitor cannot run maintenance');

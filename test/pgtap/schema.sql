@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(204);
+SELECT plan(216);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -99,7 +99,13 @@ SELECT unnest(ARRAY[
 	 'queue text DEFAULT ''default''::text, active boolean DEFAULT true'),
 	('unschedule', ARRAY['text', 'text'], 'boolean', 'name text, key text DEFAULT ''''::text'),
 	('cron_next', ARRAY['text', 'timestamp with time zone'], 'timestamp with time zone',
-	 'expr text, after timestamp with time zone DEFAULT now()')
+	 'expr text, after timestamp with time zone DEFAULT now()'),
+	('pause_queue', ARRAY['text'], 'boolean', 'queue text'),
+	('resume_queue', ARRAY['text'], 'boolean', 'queue text'),
+	('set_concurrency_limit', ARRAY['text', 'integer', 'text'], 'void',
+	 'queue text, max_running integer, job_type text DEFAULT NULL::text'),
+	('set_rate_limit', ARRAY['text', 'double precision', 'integer', 'text'], 'void',
+	 'queue text, per_second double precision, burst integer DEFAULT 1, job_type text DEFAULT NULL::text')
   ) AS fns(f, a, r, d);
 
 -- ---- SQLSTATEs of bad input (Bad input table) ----------------------------------

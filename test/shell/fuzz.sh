@@ -205,6 +205,7 @@ CREATE FUNCTION fuzz.fp() RETURNS text LANGUAGE sql AS $$
 		(SELECT string_agg(t::text, ',' ORDER BY t.job_id, t.attempt) FROM pqrun.attempt_log t),
 		(SELECT string_agg(t::text, ',' ORDER BY t.dep_id, t.job_id) FROM pqrun.job_dep t),
 		(SELECT string_agg(t::text, ',' ORDER BY t.name, t.key) FROM pqrun.periodic t),
+		(SELECT string_agg(t::text, ',' ORDER BY t.id) FROM pqrun.queue_control t),
 		(SELECT string_agg(c.relname || '=' || coalesce(c.relacl::text, ''), ',' ORDER BY c.relname)
 		   FROM pg_class c WHERE c.relnamespace = 'pqrun'::regnamespace),
 		(SELECT string_agg(p.oid::regprocedure::text || '=' || coalesce(p.proacl::text, ''), ',' ORDER BY p.oid)
@@ -316,7 +317,8 @@ INSERT INTO fuzz.allowed VALUES
 	('purge', '{22023}'), ('reap_stale', '{22023}'), ('run_maintenance', '{}'),
 	('schedule', '{22023,54000}'), ('unschedule', '{22023}'), ('cron_next', '{22023,22008}'),
 	('grant_producer', '{22023}'), ('grant_worker', '{22023}'), ('grant_monitor', '{22023}'),
-	('metrics', '{}'), ('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
+	('metrics', '{}'), ('pause_queue', '{22023}'), ('resume_queue', '{22023}'),
+	('set_concurrency_limit', '{22023}'), ('set_rate_limit', '{22023}'), ('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
 
 /* A case: statements run in order in one subtransaction (placeholders
  * {name} and {name.tok} are the seed's ids and lease tokens); expect 'ok' or
@@ -655,6 +657,24 @@ SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, {run1.tok}, (SELEC
 SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, {run1.tok}, NULL, '10 ms')$$, 'ok');
 SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({run1}, gen_random_uuid(), NULL, '1 hour')$$, '55000');
 SELECT fuzz.add('heartbeat', $$SELECT pqrun.heartbeat({ready}, NULL, NULL, '1 hour')$$, '55000');
+SELECT fuzz.add('set_concurrency_limit', $$SELECT pqrun.set_concurrency_limit('default', 0);; SELECT count(*) FROM pqrun.pickup('fz-flow', batch_size => 100)$$, 'ok',
+	post => $$(SELECT count(*) = 0 FROM pqrun.job_live WHERE locked_by = 'fz-flow' AND queue = 'default')$$);
+SELECT fuzz.add('set_concurrency_limit', $$SELECT pqrun.set_concurrency_limit('default', 10000, 'a');; SELECT pqrun.set_concurrency_limit('default', NULL, 'a')$$, 'ok',
+	post => $$(SELECT count(*) = 0 FROM pqrun.queue_control)$$);
+SELECT fuzz.add('set_concurrency_limit', $$SELECT pqrun.set_concurrency_limit('default', 10001)$$, '22023');
+SELECT fuzz.add('set_concurrency_limit', $$SELECT pqrun.set_concurrency_limit('default', -1)$$, '22023');
+SELECT fuzz.add('set_concurrency_limit', $$SELECT pqrun.set_concurrency_limit('default', 1, '')$$, '22023');
+SELECT fuzz.add('set_concurrency_limit', $$SELECT pqrun.set_concurrency_limit(repeat('q', 1001), 1)$$, '22023');
+SELECT fuzz.add('pause_queue', $$SELECT pqrun.pause_queue('default');; SELECT count(*) FROM pqrun.pickup('fz-flow', batch_size => 100)$$, 'ok',
+	post => $$(SELECT count(*) = 0 FROM pqrun.job_live WHERE locked_by = 'fz-flow' AND queue = 'default')$$);
+SELECT fuzz.add('pause_queue', $$SELECT pqrun.pause_queue(repeat('q', 1001))$$, '22023');
+SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', 0.0001, 1);; SELECT count(*) FROM pqrun.pickup('fz-flow', batch_size => 100)$$, 'ok',
+	post => $$(SELECT count(*) <= 1 FROM pqrun.job_live WHERE locked_by = 'fz-flow' AND queue = 'default')$$);
+SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', 'NaN')$$, '22023');
+SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', '-Infinity')$$, '22023');
+SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', 1, -1)$$, '22023');
+SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', 1e-300, 1)$$, 'ok');
+SELECT fuzz.add('resume_queue', $$SELECT pqrun.resume_queue('never paused')$$, 'ok');
 SELECT fuzz.add('release', $$SELECT pqrun.release({run1}, {run1.tok})$$, 'ok',
 	post => $$(SELECT status = 'READY' AND attempts = 0 FROM pqrun.jobs WHERE id = {run1})$$);
 SELECT fuzz.add('release', $$SELECT pqrun.release({fifo1})$$, 'ok',

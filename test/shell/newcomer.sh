@@ -55,9 +55,9 @@ echo "-- pg_regress and isolation from $checkout"
 	trap 'rm -rf "$work"' EXIT
 	chmod 755 "$work"
 	run_pg_regress "$checkout" "$work" pqrun_newcomer_regress >"$work/regress.log" ||
-		{ cat "$work/regress.log"; exit 1; }
+		{ cat "$work/regress.log"; head -n 60 "$work"/regress/regression.diffs; exit 1; }
 	run_isolation "$checkout" "$work" pqrun_newcomer_isolation >"$work/isolation.log" ||
-		{ cat "$work/isolation.log"; exit 1; }
+		{ cat "$work/isolation.log"; head -n 60 "$work"/isolation/regression.diffs; exit 1; }
 	grep -cE '\.\.\. ok|^ok [0-9]' "$work/regress.log" "$work/isolation.log" # up to 15, from 16
 ) || fail "the suites failed from a checkout under $home"
 

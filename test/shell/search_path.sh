@@ -52,7 +52,10 @@
 #    progress, waiting), release, snooze, fifo and
 #    dependency release, CALL await_jobs, cancel, retry, purge, reap_stale,
 #    run_maintenance, _fire_due_schedules, schedule/unschedule, cron_next,
-#    metrics() and every view — in READ COMMITTED, REPEATABLE READ and
+#    pause_queue, resume_queue, set_concurrency_limit, set_rate_limit and
+#    pickups under a full concurrency limit (every pickup of the default
+#    queue goes through a generous limit and rate limit), metrics() and
+#    every view — in READ COMMITTED, REPEATABLE READ and
 #    SERIALIZABLE, with pqrun.deferred_claims on and off, without and with
 #    triggers on job_live and job_done (which send everything through SQL).
 #    Finally the maintenance worker gets work: a stale job, an orphaned job, a
@@ -401,7 +404,12 @@ SELECT pqrun.grant_monitor('$ops');
 GRANT EXECUTE ON FUNCTION pqrun.reap_stale(interval), pqrun.run_maintenance(), pqrun.purge(interval, pqrun.job_status[]),
 	pqrun.retry(bigint), pqrun.cancel(bigint, text), pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text),
 	pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean), pqrun.unschedule(text, text),
-	pqrun.cron_next(text, timestamptz) TO $ops;
+	pqrun.cron_next(text, timestamptz), pqrun.pause_queue(text), pqrun.resume_queue(text),
+	pqrun.set_concurrency_limit(text, int, text), pqrun.set_rate_limit(text, double precision, int, text) TO $ops;
+-- Every pickup of the default queue goes through the flow controls.
+SELECT pqrun.set_concurrency_limit('default', 1000);
+SELECT pqrun.set_rate_limit('default', 1000000, 1000000);
+SELECT pqrun.set_concurrency_limit('sp-lim', 1);
 CREATE FUNCTION public.sp_noop_trigger() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN RETURN NULL; END \$\$;
 SQL
@@ -559,7 +567,8 @@ COMMIT;
 SQL
 }
 
-# worker_extras TAG: CALL await_jobs (outside a transaction block).
+# worker_extras TAG: CALL await_jobs (outside a transaction block), and
+# pickups under a full concurrency limit (which recount its places).
 worker_extras() {
 	local t=${1//[\/=]/_}
 	cat <<SQL
@@ -567,6 +576,15 @@ SET application_name = '$1: CALL await_jobs, none';
 CALL pqrun.await_jobs(job_types => '{$t-none}', wait => '30 ms');
 SET application_name = '$1: CALL await_jobs, a job';
 CALL pqrun.await_jobs(job_types => '{$t}', queues => '{default}', wait => '1 s');
+SET application_name = '$1: pickups under a full limit';
+SELECT pqrun.enqueue('$t-lim', queue => 'sp-lim');
+SELECT pqrun.enqueue('$t-lim', queue => 'sp-lim');
+SELECT id AS j, lease_token AS l FROM pqrun.pickup('$t', queues => '{sp-lim}') \gset
+SELECT count(*) FROM pqrun.pickup('$t', queues => '{sp-lim}');
+CALL pqrun.await_jobs(queues => '{sp-lim}', wait => '30 ms');
+SELECT pqrun.mark_done(:j, lease_token => :'l');
+SELECT id AS j, lease_token AS l FROM pqrun.pickup('$t', queues => '{sp-lim}') \gset
+SELECT pqrun.mark_done(:j, lease_token => :'l');
 SQL
 }
 
@@ -598,6 +616,17 @@ SELECT pqrun._fire_due_schedules();
 COMMIT;
 SQL
 		cat <<SQL
+SET application_name = '$tag $iso: flow control';
+BEGIN ISOLATION LEVEL $iso;
+SELECT pqrun.set_concurrency_limit('$t-q', 2);
+SELECT pqrun.set_concurrency_limit('$t-q', 1, '$t-type');
+SELECT pqrun.pause_queue('$t-q');
+SELECT pqrun.resume_queue('$t-q');
+SELECT pqrun.set_rate_limit('$t-q', 10, 2, '$t-type');
+SELECT pqrun.set_rate_limit('$t-q', NULL, job_type => '$t-type');
+SELECT pqrun.set_concurrency_limit('$t-q', NULL, '$t-type');
+SELECT pqrun.set_concurrency_limit('$t-q', NULL);
+COMMIT;
 SET application_name = '$tag $iso: schedule, unschedule, cron_next';
 BEGIN ISOLATION LEVEL $iso;
 SELECT pqrun.schedule('$t', '$t-cron', cron => '0 0 1 1 *');
@@ -621,6 +650,7 @@ SELECT count(*) FROM pqrun.queue_stats;
 SELECT count(*) FROM pqrun.workers;
 SELECT count(*) FROM pqrun.health;
 SELECT count(*) FROM pqrun.periodic;
+SELECT count(*) FROM pqrun.queue_controls;
 SELECT pqrun.metrics();
 SQL
 }

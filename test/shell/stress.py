@@ -37,6 +37,10 @@ CHAOS_SECONDS = float(os.environ.get("PQRUN_STRESS_SECONDS", "40"))
 SEED = int(os.environ.get("PQRUN_STRESS_SEED", str(int(time.time()))))
 EXAMPLES = int(os.environ.get("PQRUN_STRESS_EXAMPLES", "6"))
 FIFO_SHARE = float(os.environ.get("PQRUN_STRESS_FIFO_SHARE", "0.2"))
+# Concurrency limits held throughout (pqrun.set_concurrency_limit): on queue
+# q2, and on job type c in the default queue.
+Q2_LIMIT = 3
+C_LIMIT = 4
 N_PRODUCERS = 3
 N_CONSUMERS = 10
 N_DRAINERS = 4
@@ -872,28 +876,44 @@ def main():
     assert mon.execute("SELECT current_setting('shared_preload_libraries') ~ 'pqrun'").fetchone()[0], \
         "the server does not preload pqrun"
 
+    mon.execute("SELECT pqrun.set_concurrency_limit('q2', %s)", (Q2_LIMIT,))
+    mon.execute("SELECT pqrun.set_concurrency_limit('default', %s, 'c')", (C_LIMIT,))
+
     # 1. chaos
     producers = run_threads([Producer(i, SEED * 100 + i) for i in range(N_PRODUCERS)])
     consumers = run_threads([Consumer(i, SEED * 100 + 10 + i) for i in range(N_CONSUMERS)])
     helpers = run_threads([Chaos("chaos", SEED * 100 + 50), Waker("waker", 0),
                            Victim("victim", 0, stop=stop_chaos)])
-    # meanwhile, sample how many pickups sleep at once, and how often they
-    # outnumber the runnable jobs
+    # meanwhile, sample how many pickups sleep at once, how often they
+    # outnumber the runnable jobs (those no limit holds back), and how many
+    # jobs run under each limit
     end = time.monotonic() + CHAOS_SECONDS
     samples = surplus = most = 0
+    at_limit = collections.Counter()
     while time.monotonic() < end:
         time.sleep(0.25)
-        sleeping, ready = mon.execute(
+        sleeping, ready, q2, c = mon.execute(
             "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "          AND wait_event_type = 'Extension' AND application_name ~ '^stress_c'), "
-            "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed)").fetchone()
+            "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed "
+            "           AND queue <> 'q2' AND (queue, job_type) <> ('default', 'c')), "
+            "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = 'q2'), "
+            "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = 'default' "
+            "           AND job_type = 'c')").fetchone()
         samples += 1
         most = max(most, sleeping)
         surplus += sleeping > ready
+        for name, running, limit in (("q2", q2, Q2_LIMIT), ("c", c, C_LIMIT)):
+            at_limit[name] += running == limit
+            if running > limit:
+                violation("concurrency limit exceeded", f"{running} jobs of {name} RUNNING, limit {limit}")
     print(f"stress: up to {most} consumers asleep in a long poll at once; more sleepers than runnable jobs "
-          f"in {surplus} of {samples} samples")
+          f"in {surplus} of {samples} samples; at the limit of q2 in {at_limit['q2']}, of type c in "
+          f"{at_limit['c']}")
     if most < 3 or surplus == 0:
         violation("too few waiters", f"up to {most} waiters at once, more than jobs in {surplus} samples")
+    if at_limit["q2"] == 0:
+        violation("limit never reached", f"q2 never ran {Q2_LIMIT} jobs at once in {samples} samples")
     t = now()
     stop_chaos.set()
     for h in helpers:

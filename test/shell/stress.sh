@@ -20,6 +20,9 @@
 #    priorities 0-2, max_attempts 1000, 10% with timeout_seconds 1, 10%
 #    delayed by 50-500 ms, 20% (PQRUN_STRESS_FIFO_SHARE) in one of 3 FIFO
 #    groups, one group per transaction of separate enqueue calls;
+#  - concurrency limits hold throughout: at most 3 jobs of queue q2 and 4 of
+#    job type c in the default queue RUNNING at once (sampled every 0.25 s
+#    with the others; q2 must reach its limit at least once);
 #  - 10 consumers over every claim path, each pickup with a random filter
 #    and pqrun.deferred_claims on or off (the SQL path): pickup of 1 and of
 #    2-8 (or 100) without waiting; pickup(wait => 50 ms-1.5 s) of 1-4 (several

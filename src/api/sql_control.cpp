@@ -1,0 +1,101 @@
+/* src/api/sql_control.cpp — the SQL-callable functions that set flow
+ * controls: pqrun.pause_queue, pqrun.resume_queue,
+ * pqrun.set_concurrency_limit and pqrun.set_rate_limit. Each entry point
+ * checks its arguments and calls queue_control::, like sql_api.cpp. */
+#include "jobs/flow_control.hpp"
+#include "jobs/queue_control.hpp"
+#include "pg/boundary.hpp"
+#include "pg/spi_plans.hpp"
+#include "shmem/shmem.hpp"
+
+namespace {
+
+using namespace pqrun;
+
+/* NameArg answers argument `argno` (`name`): 22023 when NULL, empty or
+ * over kMaxKeyBytes (it goes into pqrun.queue_control's key), except that
+ * NULL answers nullptr when `may_be_null`. */
+text *
+NameArg(FunctionCallInfo fcinfo, int argno, const char *name, bool may_be_null = false)
+{
+	if (PG_ARGISNULL(argno)) {
+		if (may_be_null)
+			return nullptr;
+		RaiseInvalid(psprintf("%s must not be null", name));
+	}
+	text *value = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(value) == 0)
+		RaiseInvalid(psprintf("%s must not be empty", name));
+	if (VARSIZE_ANY_EXHDR(value) > static_cast<Size>(kMaxKeyBytes))
+		RaiseInvalid(psprintf("%s must be at most %d bytes", name, kMaxKeyBytes));
+	return value;
+}
+
+/* RequireSharedMemory refuses (55000) to set controls nothing would enforce. */
+void
+RequireSharedMemory()
+{
+	if (shmem::Shared() == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("flow control needs pqrun in shared_preload_libraries"),
+		                errdetail("Pickups enforce pauses and limits from shared memory.")));
+}
+
+Datum
+Pause(FunctionCallInfo fcinfo, bool paused)
+{
+	text *queue = NameArg(fcinfo, 0, "queue");
+	RequireSharedMemory();
+	spi::Connect();
+	bool changed = queue_control::Pause(queue, paused);
+	spi::Finish();
+	PG_RETURN_BOOL(changed);
+}
+
+} // namespace
+
+PQRUN_FUNCTION(pqrun_pause_queue)
+{
+	return Pause(fcinfo, true);
+}
+
+PQRUN_FUNCTION(pqrun_resume_queue)
+{
+	return Pause(fcinfo, false);
+}
+
+PQRUN_FUNCTION(pqrun_set_concurrency_limit)
+{
+	text *queue = NameArg(fcinfo, 0, "queue");
+	int32 max_running = PG_ARGISNULL(1) ? -1 : PG_GETARG_INT32(1);
+	if (!PG_ARGISNULL(1) && (max_running < 0 || max_running > flow_control::kMaxLimit))
+		RaiseInvalid(
+		    psprintf("max_running must be between 0 and %d, or NULL to remove the limit", flow_control::kMaxLimit));
+	text *job_type = NameArg(fcinfo, 2, "job_type", true);
+	RequireSharedMemory();
+	spi::Connect();
+	queue_control::SetLimit(queue, job_type, max_running);
+	spi::Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_set_rate_limit)
+{
+	text *queue = NameArg(fcinfo, 0, "queue");
+	double per_second = PG_ARGISNULL(1) ? 0 : PG_GETARG_FLOAT8(1);
+	/* NaN fails both comparisons: refused too. */
+	if (!PG_ARGISNULL(1) && !(per_second > 0 && per_second <= flow_control::kMaxRate))
+		RaiseInvalid(psprintf("per_second must be above 0 and at most %.0f, or NULL to remove the rate limit",
+		                      flow_control::kMaxRate));
+	if (PG_ARGISNULL(2))
+		RaiseInvalid("burst must not be null");
+	int32 burst = PG_GETARG_INT32(2);
+	if (burst < 1 || burst > flow_control::kMaxBurst)
+		RaiseInvalid(psprintf("burst must be between 1 and %d", flow_control::kMaxBurst));
+	text *job_type = NameArg(fcinfo, 3, "job_type", true);
+	RequireSharedMemory();
+	spi::Connect();
+	queue_control::SetRate(queue, job_type, per_second, burst);
+	spi::Finish();
+	PG_RETURN_VOID();
+}

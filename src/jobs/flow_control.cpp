@@ -1,0 +1,816 @@
+/* src/jobs/flow_control.cpp — pauses, concurrency limits and rate limits at
+ * claim time (flow_control.hpp).
+ *
+ * Shared memory holds, server-wide, one Counter per limit or rate limit in
+ * use (a rate limit's bucket is in it) and a pool of Places, each a claimed
+ * job counted in one limit, chained per counter. One LWLock guards both: it
+ * is taken only by pickups of controlled queues, and held for list walks
+ * bounded by the limit, never for I/O.
+ */
+#include "jobs/flow_control.hpp"
+
+#include "guc.hpp"
+#include "pg/spi_plans.hpp"
+#include "pg/spi_rows.hpp"
+#include "xact/wake.hpp"
+
+namespace pqrun::flow_control {
+
+namespace stmts {
+
+spi::Statement kLoadControls{
+    "load controls", "SELECT id, queue, job_type, paused, max_running, rate, burst FROM pqrun.queue_control", 0, {}};
+
+/* The jobs a limit counts, when it is first needed. */
+spi::Statement kLoadRunning{"load running",
+                            "SELECT id, lease_token FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = $1"
+                            "   AND ($2::text IS NULL OR job_type = $2)",
+                            2,
+                            {TEXTOID, TEXTOID}};
+
+/* Which of the counted claims still run. */
+spi::Statement kStillRunning{"still running",
+                             "SELECT id, lease_token FROM pqrun.job_live WHERE id = ANY ($1) AND status = 'RUNNING'",
+                             1,
+                             {INT8ARRAYOID}};
+
+} // namespace stmts
+
+namespace {
+
+constexpr int kMaxCounters = 256;
+constexpr int kMaxPlaces = 16384;
+/* A full limit is looked at again at most this often, unless a job of the
+ * database ended since (Counter::dirty). */
+constexpr int kVerifyEveryMs = 20;
+/* A waiter held back by a full limit looks again at least this often. */
+constexpr int kLimitedPollMs = 250;
+
+struct Place {
+	int32 counter; /* -1: free */
+	int32 next;    /* the counter's next place, -1: none */
+	int64 job_id;
+	pg_uuid_t token;   /* the claim's lease token: a job given back and claimed again is another claim */
+	TransactionId xid; /* the claiming transaction; invalid: found running when loaded */
+};
+
+struct Counter {
+	Oid dboid; /* InvalidOid: free */
+	int64 control_id;
+	int32 used; /* places taken (a limit) */
+	int32 head;
+	bool dirty; /* a job of the database ended since the last Verify */
+	TimestampTz verified_at;
+	double tokens; /* a rate limit's bucket, as of refilled_at */
+	TimestampTz refilled_at;
+};
+constexpr Counter kFreeCounter{InvalidOid, 0, 0, -1, false, 0, 0, 0};
+
+struct SharedPlaces {
+	LWLock *lock;
+	int32 nfree;
+	Counter counters[kMaxCounters];
+	int32 free_list[kMaxPlaces];
+	Place places[kMaxPlaces];
+};
+
+SharedPlaces *shared = nullptr;
+
+/* This backend's copy of pqrun.queue_control, in TopMemoryContext. */
+struct Control {
+	int64 id;
+	char *queue;
+	int queue_len;
+	char *job_type; /* nullptr: every type of the queue */
+	int job_type_len;
+	bool paused;
+	int32 max_running; /* -1: no limit */
+	double rate;       /* claims per second, 0: no rate limit */
+	int32 burst;       /* the most tokens its bucket holds */
+	int counter;       /* its Counter, -1: not known yet */
+};
+Control *controls = nullptr;
+int ncontrols = 0;
+bool cache_valid = false;
+uint64 cache_gen = 0;
+Oid cache_db = InvalidOid;
+bool any_limit = false; /* some control has a concurrency limit */
+
+bool changed_here = false; /* this transaction changed the controls */
+bool ended_here = false;   /* this transaction ended a running job of a limited database */
+bool limited_look = false;
+bool skipped = false;
+TimestampTz next_token_at = 0; /* when the last Prepare's emptiest bucket has a token again, 0: none */
+
+/* What one look allocates (filters taken apart, the blocked lists, a
+ * recount's ids): reset by the next Prepare, so that a long poll's many
+ * looks do not pile it up. */
+MemoryContext look_context = nullptr;
+
+/* Places and tokens this transaction took, to give back if it rolls back. */
+struct Taken {
+	int counter;
+	int64 job_id; /* 0: a token of a rate limit */
+	pg_uuid_t token;
+	int level;
+};
+Taken *taken = nullptr;
+int ntaken = 0;
+int taken_room = 0;
+
+bool
+SameText(Datum value, const char *s, int len)
+{
+	const text *t = DatumGetTextPP(value);
+	return VARSIZE_ANY_EXHDR(t) == static_cast<Size>(len) && memcmp(VARDATA_ANY(t), s, len) == 0;
+}
+
+bool
+InFilter(ArrayType *filter, const char *s, int len)
+{
+	if (filter == nullptr)
+		return true;
+	Datum *elems;
+	bool *nulls;
+	int n;
+	deconstruct_array(filter, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!nulls[i] && SameText(elems[i], s, len))
+			return true;
+	return false;
+}
+
+/* CounterIs answers whether counter `i` is control `id`'s; lock held. */
+bool
+CounterIs(int i, int64 id)
+{
+	return i >= 0 && i < kMaxCounters && shared->counters[i].dboid == MyDatabaseId &&
+	       shared->counters[i].control_id == id;
+}
+
+/* AddPlace chains a place into counter `i`; lock held exclusively, a free
+ * place available. */
+void
+AddPlace(int i, int64 job_id, const pg_uuid_t &token, TransactionId xid)
+{
+	int32 p = shared->free_list[--shared->nfree];
+	shared->places[p] = Place{i, shared->counters[i].head, job_id, token, xid};
+	shared->counters[i].head = p;
+	shared->counters[i].used++;
+}
+
+bool
+SameToken(const pg_uuid_t &a, const pg_uuid_t &b)
+{
+	return memcmp(a.data, b.data, UUID_LEN) == 0;
+}
+
+/* TokenCol reads a lease token column of the last SPI result (zeros for
+ * NULL, as for a claim that has none). */
+pg_uuid_t
+TokenCol(uint64 row, int col)
+{
+	bool isnull;
+	Datum d = spi::Col(row, col, &isnull);
+	pg_uuid_t token{};
+	if (!isnull)
+		token = *DatumGetUUIDP(d);
+	return token;
+}
+
+/* RemovePlace unchains the place of counter `i` matching (job_id, token,
+ * xid), if any; lock held exclusively. */
+void
+RemovePlace(int i, int64 job_id, const pg_uuid_t &token, TransactionId xid)
+{
+	for (int32 *link = &shared->counters[i].head; *link >= 0; link = &shared->places[*link].next) {
+		Place &p = shared->places[*link];
+		if (p.job_id == job_id && SameToken(p.token, token) && p.xid == xid) {
+			int32 freed = *link;
+			*link = p.next;
+			p.counter = -1;
+			shared->free_list[shared->nfree++] = freed;
+			shared->counters[i].used--;
+			return;
+		}
+	}
+}
+
+/* FreeCounter gives counter `i` and its places back; lock held exclusively. */
+void
+FreeCounter(int i)
+{
+	for (int32 p = shared->counters[i].head; p >= 0;) {
+		int32 next = shared->places[p].next;
+		shared->places[p].counter = -1;
+		shared->free_list[shared->nfree++] = p;
+		p = next;
+	}
+	shared->counters[i] = kFreeCounter;
+}
+
+/* Counted answers whether control `c` keeps a Counter: a limit or a rate. */
+bool
+Counted(const Control &c)
+{
+	return c.max_running >= 0 || c.rate > 0;
+}
+
+/* Tokens answers the bucket of rate limit `c` as of `now`: what it held,
+ * refilled at its rate, at most its burst. */
+double
+Tokens(const Counter &k, const Control &c, TimestampTz now)
+{
+	double refill = now > k.refilled_at ? c.rate * static_cast<double>(now - k.refilled_at) / USECS_PER_SEC : 0;
+	return Min(static_cast<double>(c.burst), k.tokens + refill);
+}
+
+/* NoteEmpty notes that rate limit `c` had `tokens` at `now`, fewer than
+ * one: a waiter sleeps until it has one again (NextTokenAt). */
+void
+NoteEmpty(const Control &c, double tokens, TimestampTz now)
+{
+	/* At most an hour ahead (a tiny rate's next token may be centuries
+	 * away): the waiter looks again then. */
+	double wait_us = Min((1 - Max(tokens, 0.0)) / c.rate * USECS_PER_SEC, static_cast<double>(USECS_PER_HOUR));
+	TimestampTz at = now + static_cast<int64>(wait_us) + 1;
+	next_token_at = next_token_at == 0 ? at : Min(next_token_at, at);
+}
+
+/* Refill brings rate limit `c`'s bucket up to `now`; lock held exclusively. */
+void
+Refill(Counter &k, const Control &c, TimestampTz now)
+{
+	k.tokens = Tokens(k, c, now);
+	k.refilled_at = Max(k.refilled_at, now);
+}
+
+/* Reload copies pqrun.queue_control as of now, and frees the counters of
+ * this database's limits that are gone. */
+void
+Reload(uint64 gen)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	for (int i = 0; i < ncontrols; i++) {
+		pfree(controls[i].queue);
+		if (controls[i].job_type)
+			pfree(controls[i].job_type);
+	}
+	MemoryContextSwitchTo(old);
+	ncontrols = 0;
+	any_limit = false;
+	cache_valid = false; /* until the copy is complete */
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	/* An install older than the library, before its update. */
+	bool exists = OidIsValid(namespace_id) && OidIsValid(get_relname_relid("queue_control", namespace_id));
+	uint64 n = 0;
+	if (exists) {
+		int nest_level = guc::PinSearchPath();
+		n = spi::ExecLatest(stmts::kLoadControls, nullptr, nullptr, true);
+		guc::Unpin(nest_level);
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (n > 0) {
+		controls = controls ? static_cast<Control *>(repalloc(controls, sizeof(Control) * n))
+		                    : static_cast<Control *>(palloc(sizeof(Control) * n));
+	}
+	for (uint64 r = 0; r < n; r++) {
+		bool isnull;
+		Control &c = controls[ncontrols++];
+		c.id = spi::ColInt64(r, 1);
+		c.queue = spi::ColText(r, 2);
+		c.queue_len = strlen(c.queue);
+		c.job_type = spi::ColText(r, 3);
+		c.job_type_len = c.job_type ? strlen(c.job_type) : 0;
+		c.paused = spi::ColBool(r, 4);
+		Datum max = spi::Col(r, 5, &isnull);
+		c.max_running = isnull ? -1 : DatumGetInt32(max);
+		Datum rate = spi::Col(r, 6, &isnull);
+		c.rate = isnull ? 0 : DatumGetFloat8(rate);
+		Datum burst = spi::Col(r, 7, &isnull);
+		c.burst = isnull ? 1 : DatumGetInt32(burst);
+		c.counter = -1;
+		any_limit = any_limit || c.max_running >= 0;
+	}
+	MemoryContextSwitchTo(old);
+	/* What this transaction changed may still roll back: not to be kept. */
+	cache_valid = !changed_here;
+	cache_gen = gen;
+	cache_db = MyDatabaseId;
+	if (changed_here)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < kMaxCounters; i++) {
+		if (shared->counters[i].dboid != MyDatabaseId)
+			continue;
+		bool kept = false;
+		for (int j = 0; j < ncontrols && !kept; j++)
+			kept = controls[j].id == shared->counters[i].control_id && Counted(controls[j]);
+		if (!kept)
+			FreeCounter(i);
+	}
+	LWLockRelease(shared->lock);
+}
+
+/* EnsureCounter finds or makes control `c`'s counter, loading a limit's
+ * places from the RUNNING rows as committed (nobody has counted in it yet,
+ * so every claim that counts is one of those), and starting a rate limit
+ * with a full bucket. -1 when there is no room. */
+int
+EnsureCounter(const Control &c)
+{
+	LWLockAcquire(shared->lock, LW_SHARED);
+	int found = -1;
+	for (int i = 0; i < kMaxCounters && found < 0; i++)
+		if (CounterIs(i, c.id))
+			found = i;
+	LWLockRelease(shared->lock);
+	if (found >= 0)
+		return found;
+
+	uint64 n = 0;
+	if (c.max_running >= 0) {
+		Datum values[2] = {PointerGetDatum(cstring_to_text_with_len(c.queue, c.queue_len)),
+		                   c.job_type ? PointerGetDatum(cstring_to_text_with_len(c.job_type, c.job_type_len))
+		                              : Datum(0)};
+		char nulls[3] = {' ', c.job_type ? ' ' : 'n', '\0'};
+		int nest_level = guc::PinSearchPath();
+		n = spi::ExecLatest(stmts::kLoadRunning, values, nulls, false);
+		guc::Unpin(nest_level);
+	}
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	int free_counter = -1;
+	for (int i = 0; i < kMaxCounters && found < 0; i++) {
+		if (CounterIs(i, c.id))
+			found = i;
+		else if (free_counter < 0 && shared->counters[i].dboid == InvalidOid)
+			free_counter = i;
+	}
+	/* Someone else loaded it meanwhile, or no room: a limit that cannot be
+	 * counted lets nothing run. */
+	if (found < 0 && free_counter >= 0 && static_cast<uint64>(shared->nfree) >= n) {
+		found = free_counter;
+		TimestampTz now = GetCurrentTimestamp();
+		shared->counters[found] = Counter{MyDatabaseId, c.id, 0, -1, false, now, static_cast<double>(c.burst), now};
+		for (uint64 r = 0; r < n; r++)
+			AddPlace(found, spi::ColInt64(r, 1), TokenCol(r, 2), InvalidTransactionId);
+	}
+	LWLockRelease(shared->lock);
+	if (found < 0)
+		ereport(WARNING, (errmsg("pqrun: no room in shared memory to count the limits of queue \"%s\"", c.queue),
+		                  errdetail("Its jobs are not picked up until other limits are removed.")));
+	return found;
+}
+
+/* Verify gives back the places of `counter` whose jobs are no longer
+ * RUNNING under the counted lease, as a snapshot taken after their claims
+ * ended shows them. What this transaction itself changed does not count
+ * (it may still roll back): a job it finished keeps its place until it
+ * commits, and AtCommit has the places looked at again. */
+void
+Verify(int counter, int64 id)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (!CounterIs(counter, id)) {
+		LWLockRelease(shared->lock);
+		return;
+	}
+	Counter &k = shared->counters[counter];
+	int room = Max(k.used, 1);
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * room));
+	pg_uuid_t *tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * room));
+	TransactionId *xids = static_cast<TransactionId *>(palloc(sizeof(TransactionId) * room));
+	int n = 0;
+	for (int32 p = k.head; p >= 0 && n < room; p = shared->places[p].next) {
+		const Place &place = shared->places[p];
+		/* A claim still in progress counts, whatever its row shows. */
+		if (TransactionIdIsValid(place.xid) && TransactionIdIsInProgress(place.xid))
+			continue;
+		ids[n] = place.job_id;
+		tokens[n] = place.token;
+		xids[n] = place.xid;
+		n++;
+	}
+	k.dirty = false;
+	k.verified_at = GetCurrentTimestamp();
+	LWLockRelease(shared->lock);
+	if (n == 0)
+		return;
+
+	Datum values[1] = {spi::Int8Array(ids, n)};
+	int nest_level = guc::PinSearchPath();
+	uint64 running = spi::ExecLatest(stmts::kStillRunning, values, nullptr, false);
+	guc::Unpin(nest_level);
+	bool *gone = static_cast<bool *>(palloc(sizeof(bool) * n));
+	for (int i = 0; i < n; i++)
+		gone[i] = true;
+	for (uint64 r = 0; r < running; r++) {
+		int64 job = spi::ColInt64(r, 1);
+		pg_uuid_t token = TokenCol(r, 2);
+		for (int i = 0; i < n; i++)
+			if (ids[i] == job && SameToken(tokens[i], token))
+				gone[i] = false;
+	}
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (CounterIs(counter, id))
+		for (int i = 0; i < n; i++)
+			if (gone[i])
+				RemovePlace(counter, ids[i], tokens[i], xids[i]);
+	LWLockRelease(shared->lock);
+}
+
+/* Refresh makes sure control `c` is counted and, when its limit has no
+ * room for `want` more jobs, gives back the places of jobs that ended; when
+ * its rate limit has no token, notes when it will have one. */
+void
+Refresh(Control &c, int32 want)
+{
+	if (c.counter < 0 || !CounterIs(c.counter, c.id)) /* read without the lock: rechecked below */
+		c.counter = EnsureCounter(c);
+	if (c.counter < 0) {
+		limited_look = true;
+		return;
+	}
+	if (c.rate > 0) {
+		TimestampTz now = GetCurrentTimestamp();
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		double tokens = -1;
+		if (CounterIs(c.counter, c.id)) {
+			Refill(shared->counters[c.counter], c, now);
+			tokens = shared->counters[c.counter].tokens;
+		}
+		LWLockRelease(shared->lock);
+		if (tokens < 1)
+			NoteEmpty(c, tokens, now);
+	}
+	if (c.max_running < 0)
+		return;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	bool counted = CounterIs(c.counter, c.id);
+	const Counter &k = shared->counters[c.counter];
+	bool full = !counted || k.used >= c.max_running;
+	bool short_of_room = !counted || k.used > c.max_running - want;
+	bool due = counted && (k.dirty || TimestampDifferenceExceeds(k.verified_at, GetCurrentTimestamp(), kVerifyEveryMs));
+	LWLockRelease(shared->lock);
+	if (short_of_room && due) {
+		Verify(c.counter, c.id);
+		LWLockAcquire(shared->lock, LW_SHARED);
+		full = !CounterIs(c.counter, c.id) || shared->counters[c.counter].used >= c.max_running;
+		LWLockRelease(shared->lock);
+	}
+	if (full)
+		limited_look = true;
+}
+
+/* Full answers, without the lock, whether limit `c` looks full or its
+ * rate limit has no token. */
+bool
+Full(const Control &c)
+{
+	if (!Counted(c))
+		return false;
+	if (c.counter < 0)
+		return true;
+	const Counter &k = shared->counters[c.counter];
+	if (k.control_id != c.id || (c.max_running >= 0 && k.used >= c.max_running))
+		return true;
+	if (c.rate > 0) {
+		TimestampTz now = GetCurrentTimestamp();
+		double tokens = Tokens(k, c, now);
+		if (tokens < 1) {
+			NoteEmpty(c, tokens, now);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool
+Matches(const Control &c, Datum queue, Datum job_type)
+{
+	return SameText(queue, c.queue, c.queue_len) &&
+	       (c.job_type == nullptr || SameText(job_type, c.job_type, c.job_type_len));
+}
+
+/* TextArray answers text[] of `elems`, made in the current context and
+ * leaving it `caller`. */
+Datum
+TextArray(Datum *elems, int n, MemoryContext caller)
+{
+	Datum array = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	MemoryContextSwitchTo(caller);
+	return array;
+}
+
+/* GiveBack gives back the places this transaction took at nesting level
+ * `level` or deeper. */
+void
+GiveBack(int level)
+{
+	if (ntaken == 0 || shared == nullptr)
+		return;
+	TransactionId xid = GetTopTransactionIdIfAny();
+	int kept = 0;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < ntaken; i++) {
+		const Taken &t = taken[i];
+		if (t.level < level) {
+			taken[kept++] = t;
+			continue;
+		}
+		Counter &k = shared->counters[t.counter];
+		if (k.dboid != MyDatabaseId)
+			continue;
+		if (t.job_id != 0)
+			RemovePlace(t.counter, t.job_id, t.token, xid);
+		else
+			k.tokens += 1; /* above the burst for a moment at most: the next refill caps it */
+	}
+	LWLockRelease(shared->lock);
+	ntaken = kept;
+}
+
+} // namespace
+
+bool
+Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
+{
+	limited_look = skipped = false;
+	next_token_at = 0;
+	if (shared == nullptr)
+		return false;
+	if (look_context == nullptr)
+		look_context = AllocSetContextCreate(TopMemoryContext, "pqrun flow control", ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(look_context);
+	MemoryContext caller_context = MemoryContextSwitchTo(look_context);
+	uint64 gen = wake::ControlsGen();
+	if (!cache_valid || gen != cache_gen || cache_db != MyDatabaseId || changed_here)
+		Reload(gen);
+	bool applies = false;
+	for (int i = 0; i < ncontrols; i++) {
+		Control &c = controls[i];
+		if (!InFilter(queues, c.queue, c.queue_len) ||
+		    (c.job_type != nullptr && !InFilter(job_types, c.job_type, c.job_type_len)))
+			continue;
+		applies = true;
+		if (Counted(c))
+			Refresh(c, want);
+	}
+	MemoryContextSwitchTo(caller_context);
+	return applies;
+}
+
+bool
+Blocked(Datum queue, Datum job_type)
+{
+	for (int i = 0; i < ncontrols; i++) {
+		const Control &c = controls[i];
+		if (Matches(c, queue, job_type) && (c.paused || Full(c)))
+			return skipped = true;
+	}
+	return false;
+}
+
+bool
+Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token)
+{
+	const Control *limits[2];
+	int nlimits = 0;
+	for (int i = 0; i < ncontrols; i++) {
+		const Control &c = controls[i];
+		if (!Matches(c, queue, job_type))
+			continue;
+		if (c.paused)
+			return !(skipped = true);
+		if (Counted(c)) {
+			if (nlimits == 2 || c.counter < 0)
+				return !(skipped = true);
+			limits[nlimits++] = &c;
+		}
+	}
+	if (nlimits == 0)
+		return true;
+	TransactionId xid = GetTopTransactionId();
+	if (ntaken + 2 * nlimits > taken_room) {
+		taken_room = Max(16, taken_room * 2);
+		taken = static_cast<Taken *>(taken ? repalloc(taken, sizeof(Taken) * taken_room)
+		                                   : MemoryContextAlloc(TopMemoryContext, sizeof(Taken) * taken_room));
+	}
+	bool ok = true;
+	int level = GetCurrentTransactionNestLevel();
+	TimestampTz now = GetCurrentTimestamp();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < nlimits && ok; i++) {
+		const Control &c = *limits[i];
+		ok = CounterIs(c.counter, c.id);
+		if (ok && c.max_running >= 0)
+			ok = shared->counters[c.counter].used < c.max_running && shared->nfree >= nlimits;
+		if (ok && c.rate > 0) {
+			Refill(shared->counters[c.counter], c, now);
+			ok = shared->counters[c.counter].tokens >= 1;
+			if (!ok)
+				NoteEmpty(c, shared->counters[c.counter].tokens, now);
+		}
+	}
+	if (ok) {
+		for (int i = 0; i < nlimits; i++) {
+			const Control &c = *limits[i];
+			if (c.max_running >= 0) {
+				AddPlace(c.counter, job_id, *token, xid);
+				taken[ntaken++] = Taken{c.counter, job_id, *token, level};
+			}
+			if (c.rate > 0) {
+				shared->counters[c.counter].tokens -= 1;
+				taken[ntaken++] = Taken{c.counter, 0, pg_uuid_t{}, level};
+			}
+		}
+	}
+	LWLockRelease(shared->lock);
+	skipped = skipped || !ok;
+	return ok;
+}
+
+Datum
+BlockedQueues()
+{
+	MemoryContext caller = MemoryContextSwitchTo(look_context);
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
+	int n = 0;
+	for (int i = 0; i < ncontrols; i++) {
+		const Control &c = controls[i];
+		if (c.job_type == nullptr && (c.paused || Full(c)))
+			elems[n++] = PointerGetDatum(cstring_to_text_with_len(c.queue, c.queue_len));
+	}
+	skipped = skipped || n > 0;
+	return TextArray(elems, n, caller);
+}
+
+Datum
+BlockedPairs()
+{
+	MemoryContext caller = MemoryContextSwitchTo(look_context);
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
+	int n = 0;
+	for (int i = 0; i < ncontrols; i++) {
+		const Control &c = controls[i];
+		/* The SQL picks match octet_length(queue) || ':' || queue || job_type. */
+		if (c.job_type != nullptr && Full(c))
+			elems[n++] = CStringGetTextDatum(psprintf("%d:%s%s", c.queue_len, c.queue, c.job_type));
+	}
+	skipped = skipped || n > 0;
+	return TextArray(elems, n, caller);
+}
+
+Datum
+ControlledQueues()
+{
+	MemoryContext caller = MemoryContextSwitchTo(look_context);
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
+	for (int i = 0; i < ncontrols; i++)
+		elems[i] = PointerGetDatum(cstring_to_text_with_len(controls[i].queue, controls[i].queue_len));
+	return TextArray(elems, ncontrols, caller);
+}
+
+bool
+Skipped()
+{
+	return skipped;
+}
+
+bool
+LimitedLook()
+{
+	return limited_look;
+}
+
+int
+LimitedPollMs()
+{
+	return kLimitedPollMs;
+}
+
+TimestampTz
+NextTokenAt()
+{
+	return next_token_at;
+}
+
+void
+NoteEnded(const char *queue, const char *job_type)
+{
+	if (!any_limit || cache_db != MyDatabaseId)
+		return;
+	int len = strlen(queue);
+	for (int i = 0; i < ncontrols; i++) {
+		const Control &c = controls[i];
+		if (c.max_running >= 0 && c.queue_len == len && memcmp(c.queue, queue, len) == 0) {
+			ended_here = true;
+			wake::NoteFreed(queue, job_type);
+			return;
+		}
+	}
+}
+
+void
+NoteChanged()
+{
+	changed_here = true;
+	wake::NoteControlsChanged();
+}
+
+void
+AtCommit()
+{
+	if (ended_here && shared != nullptr) {
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		for (Counter &k : shared->counters)
+			if (k.dboid == MyDatabaseId)
+				k.dirty = true;
+		LWLockRelease(shared->lock);
+	}
+	if (changed_here)
+		cache_valid = false;
+	ntaken = 0;
+	ended_here = changed_here = false;
+}
+
+void
+AtAbort()
+{
+	GiveBack(0);
+	if (changed_here)
+		cache_valid = false;
+	ntaken = 0;
+	ended_here = changed_here = false;
+}
+
+void
+AtSubAbort()
+{
+	GiveBack(GetCurrentTransactionNestLevel());
+}
+
+void
+Report(Tuplestorestate *out, TupleDesc desc)
+{
+	if (shared == nullptr)
+		return;
+	struct Row {
+		int64 id;
+		int32 used;
+		double tokens;
+		TimestampTz refilled_at;
+	};
+	Row rows[kMaxCounters];
+	int n = 0;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const Counter &k : shared->counters)
+		if (k.dboid == MyDatabaseId)
+			rows[n++] = Row{k.control_id, k.used, k.tokens, k.refilled_at};
+	LWLockRelease(shared->lock);
+	for (int i = 0; i < n; i++) {
+		Datum values[4] = {Int64GetDatum(rows[i].id), Int32GetDatum(rows[i].used), Float8GetDatum(rows[i].tokens),
+		                   TimestampTzGetDatum(rows[i].refilled_at)};
+		bool nulls[4] = {false, false, false, false};
+		tuplestore_putvalues(out, desc, values, nulls);
+	}
+}
+
+void
+ResetDatabase()
+{
+	cache_valid = false;
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < kMaxCounters; i++)
+		if (shared->counters[i].dboid == MyDatabaseId)
+			FreeCounter(i);
+	LWLockRelease(shared->lock);
+}
+
+Size
+ShmemSize()
+{
+	return MAXALIGN(sizeof(SharedPlaces));
+}
+
+void
+ShmemInit()
+{
+	bool found;
+	shared = static_cast<SharedPlaces *>(ShmemInitStruct("pqrun flow control", ShmemSize(), &found));
+	if (!found) {
+		shared->lock = &(GetNamedLWLockTranche("pqrun"))[3].lock;
+		shared->nfree = kMaxPlaces;
+		for (int i = 0; i < kMaxPlaces; i++) {
+			shared->free_list[i] = kMaxPlaces - 1 - i;
+			shared->places[i].counter = -1;
+		}
+		for (Counter &k : shared->counters)
+			k = kFreeCounter;
+	}
+}
+
+} // namespace pqrun::flow_control

@@ -1,0 +1,107 @@
+/* src/jobs/flow_control.hpp — pausing queues, limiting how many of their
+ * jobs run at once and how fast they are claimed, enforced when a pickup
+ * claims.
+ *
+ * pqrun.queue_control holds the controls: per queue (job_type NULL) a
+ * pause, a limit and a rate limit, per (queue, job_type) a limit and a rate
+ * limit. A rate limit is a token bucket in shared memory (rate per second,
+ * at most `burst` tokens, full when first used): each claim takes a token,
+ * a claim that rolls back gives it back. Each backend keeps a
+ * copy, reloaded when a commit that changed the table moves the database's
+ * controls generation (wake.hpp). A limit counts the places taken in it in
+ * shared memory: one entry per claimed job (id, attempt, claiming
+ * transaction), so a claim is checked and counted under one lock and two
+ * concurrent pickups can never both take the last place. An entry stays
+ * until a look under a fresh snapshot shows its job no longer RUNNING under
+ * that lease (Verify): done, failed, cancelled, reaped, rescued, given
+ * back, or its claim rolled back. A limit's entries are loaded from the
+ * RUNNING rows the first time a pickup needs it after a server start or
+ * after the limit was created, so the count needs no bookkeeping in the
+ * paths that end a job; those paths only tell waiters a place may be free
+ * (NoteEnded). A pickup that began before a new or lowered limit committed
+ * may still claim by the old one.
+ *
+ * Without shared memory (pqrun not preloaded) nothing is enforced and the
+ * SQL functions that set controls refuse (55000).
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace pqrun::flow_control {
+
+/* The most a limit may be, and a rate (per second) and a burst (22023
+ * above). */
+constexpr int32 kMaxLimit = 10000;
+constexpr double kMaxRate = 1000000;
+constexpr int32 kMaxBurst = 1000000;
+
+/* Prepare readies this backend's controls for a look of a pickup (or
+ * await_jobs) filtered by job_types and queues (nullptr: any) that may
+ * claim `want` jobs: reloads them if they changed, loads the counts of the
+ * limits the look may claim from, and refreshes those without room for
+ * `want`. Answers whether any control of the database applies to it; when
+ * not, Blocked and Reserve need not be called. SPI must be connected. */
+bool Prepare(ArrayType *job_types, ArrayType *queues, int32 want);
+
+/* Blocked answers whether a job of (queue, job_type) may not be claimed now:
+ * its queue is paused or one of its limits is full. A hint for skipping a
+ * row before locking it; Reserve decides. */
+bool Blocked(Datum queue, Datum job_type);
+
+/* Reserve takes a place for the claim of job `job_id` with lease `token`
+ * in every limit of (queue, job_type), and a token of every rate limit,
+ * under one lock: false, taking none, when its queue is paused, a limit is
+ * full or a bucket empty. Places and tokens taken by a transaction that
+ * rolls back are given back at once. */
+bool Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token);
+
+/* For the SQL picks (after Prepare): the queues no job may be claimed from,
+ * the (queue, job_type) pairs no job may be claimed from as PairKey
+ * encodes them, and every queue with a control. Empty arrays when none. */
+Datum BlockedQueues();
+Datum BlockedPairs();
+Datum ControlledQueues();
+
+/* Skipped answers whether, since the last Prepare, Blocked or Reserve
+ * held a job back or BlockedQueues/BlockedPairs named one: the pickup then
+ * passed over READY jobs and must not raise the pickup hint past them. */
+bool Skipped();
+
+/* LimitedLook answers whether the last Prepare found a limit the look may
+ * claim from full: a waiter then looks again now and then, in case a place
+ * was freed by a path that does not wake it. */
+bool LimitedLook();
+int LimitedPollMs();
+
+/* NextTokenAt answers when the rate limit the last Prepare found empty
+ * has a token again (the earliest, if several), 0 if none was: a waiter
+ * sleeps until then. */
+TimestampTz NextTokenAt();
+
+/* NoteEnded records that a running job of (queue, job_type) ended in this
+ * transaction: at its commit, waiters of a limited pair are woken and the
+ * limits' counts looked at again. */
+void NoteEnded(const char *queue, const char *job_type);
+
+/* NoteChanged records that this transaction changed pqrun.queue_control. */
+void NoteChanged();
+
+/* The end of a transaction and of a subtransaction (hooks.cpp): places a
+ * rolled-back claim took are given back. */
+void AtCommit();
+void AtAbort();
+void AtSubAbort();
+
+/* Report appends, for each counted control of this database, (control id,
+ * places taken, tokens in its bucket, when it was last refilled) to `out`. */
+void Report(Tuplestorestate *out, TupleDesc desc);
+
+/* ResetDatabase forgets every count of this database (CREATE EXTENSION:
+ * new tables, whose control and job ids start again at 1). */
+void ResetDatabase();
+
+Size ShmemSize();
+void ShmemInit();
+
+} // namespace pqrun::flow_control

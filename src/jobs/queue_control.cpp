@@ -1,0 +1,112 @@
+/* src/jobs/queue_control.cpp — setting the flow controls of queues
+ * (queue_control.hpp). */
+#include "jobs/queue_control.hpp"
+
+#include "jobs/flow_control.hpp"
+#include "pg/spi_plans.hpp"
+
+namespace pqrun::queue_control {
+
+namespace stmts {
+
+spi::Statement kPause{"pause queue",
+                      "INSERT INTO pqrun.queue_control AS c (queue, paused) VALUES ($1, true)"
+                      " ON CONFLICT (queue, job_type) DO UPDATE SET paused = true, updated_at = pg_catalog.now()"
+                      " WHERE NOT c.paused RETURNING 1",
+                      1,
+                      {TEXTOID}};
+
+spi::Statement kResume{"resume queue",
+                       "UPDATE pqrun.queue_control SET paused = false, updated_at = pg_catalog.now()"
+                       " WHERE queue = $1 AND job_type IS NULL AND paused RETURNING 1",
+                       1,
+                       {TEXTOID}};
+
+spi::Statement kSetLimit{"set limit",
+                         "INSERT INTO pqrun.queue_control AS c (queue, job_type, max_running) VALUES ($1, $2, $3)"
+                         " ON CONFLICT (queue, job_type) DO UPDATE SET max_running = $3, updated_at = pg_catalog.now()",
+                         3,
+                         {TEXTOID, TEXTOID, INT4OID}};
+
+spi::Statement kRemoveLimit{"remove limit",
+                            "UPDATE pqrun.queue_control SET max_running = NULL, updated_at = pg_catalog.now()"
+                            " WHERE queue = $1 AND job_type IS NOT DISTINCT FROM $2 AND max_running IS NOT NULL",
+                            2,
+                            {TEXTOID, TEXTOID}};
+
+spi::Statement kSetRate{"set rate",
+                        "INSERT INTO pqrun.queue_control AS c (queue, job_type, rate, burst) VALUES ($1, $2, $3, $4)"
+                        " ON CONFLICT (queue, job_type) DO UPDATE SET rate = $3, burst = $4,"
+                        "   updated_at = pg_catalog.now()",
+                        4,
+                        {TEXTOID, TEXTOID, FLOAT8OID, INT4OID}};
+
+spi::Statement kRemoveRate{"remove rate",
+                           "UPDATE pqrun.queue_control SET rate = NULL, burst = NULL, updated_at = pg_catalog.now()"
+                           " WHERE queue = $1 AND job_type IS NOT DISTINCT FROM $2 AND rate IS NOT NULL",
+                           2,
+                           {TEXTOID, TEXTOID}};
+
+/* A row that neither pauses nor limits anything goes. */
+spi::Statement kForgetIdle{"forget idle control",
+                           "DELETE FROM pqrun.queue_control WHERE queue = $1 AND NOT paused AND max_running IS NULL"
+                           "   AND rate IS NULL",
+                           1,
+                           {TEXTOID}};
+
+} // namespace stmts
+
+namespace {
+
+void
+ForgetIdle(text *queue)
+{
+	Datum values[1] = {PointerGetDatum(queue)};
+	spi::Exec(stmts::kForgetIdle, values, nullptr, SPI_OK_DELETE);
+}
+
+} // namespace
+
+bool
+Pause(text *queue, bool paused)
+{
+	Datum values[1] = {PointerGetDatum(queue)};
+	bool changed = paused ? spi::Exec(stmts::kPause, values, nullptr, SPI_OK_INSERT_RETURNING) > 0
+	                      : spi::Exec(stmts::kResume, values, nullptr, SPI_OK_UPDATE_RETURNING) > 0;
+	if (!paused)
+		ForgetIdle(queue);
+	if (changed)
+		flow_control::NoteChanged();
+	return changed;
+}
+
+void
+SetLimit(text *queue, text *job_type, int32 max_running)
+{
+	Datum values[3] = {PointerGetDatum(queue), PointerGetDatum(job_type), Int32GetDatum(max_running)};
+	char nulls[4] = {' ', job_type ? ' ' : 'n', ' ', '\0'};
+	if (max_running >= 0) {
+		spi::Exec(stmts::kSetLimit, values, nulls, SPI_OK_INSERT);
+	} else {
+		spi::Exec(stmts::kRemoveLimit, values, nulls, SPI_OK_UPDATE);
+		ForgetIdle(queue);
+	}
+	flow_control::NoteChanged();
+}
+
+void
+SetRate(text *queue, text *job_type, double per_second, int32 burst)
+{
+	Datum values[4] = {PointerGetDatum(queue), PointerGetDatum(job_type), Float8GetDatum(per_second),
+	                   Int32GetDatum(burst)};
+	char nulls[5] = {' ', job_type ? ' ' : 'n', ' ', ' ', '\0'};
+	if (per_second > 0) {
+		spi::Exec(stmts::kSetRate, values, nulls, SPI_OK_INSERT);
+	} else {
+		spi::Exec(stmts::kRemoveRate, values, nulls, SPI_OK_UPDATE);
+		ForgetIdle(queue);
+	}
+	flow_control::NoteChanged();
+}
+
+} // namespace pqrun::queue_control

@@ -1,0 +1,28 @@
+/* src/jobs/queue_control.hpp — setting the flow controls of queues: the rows
+ * of pqrun.queue_control that pickups enforce (flow_control.hpp).
+ *
+ * A queue has at most one row for itself (job_type NULL: its pause, its
+ * limit and its rate limit) and one per job type with a limit or a rate; a row that no longer controls
+ * anything is deleted. Every change is announced at commit, so every
+ * backend's next pickup reloads the controls and every waiter looks again.
+ * SPI must be connected.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace pqrun::queue_control {
+
+/* Pause pauses `queue` (or resumes it, !paused), answering whether that
+ * changed anything. */
+bool Pause(text *queue, bool paused);
+
+/* SetLimit sets the limit of `queue` (of `job_type` in it, when not
+ * nullptr) to `max_running`, or removes it when max_running < 0. */
+void SetLimit(text *queue, text *job_type, int32 max_running);
+
+/* SetRate sets the rate limit of `queue` (of `job_type` in it, when not
+ * nullptr) to `per_second` with `burst`, or removes it when per_second <= 0. */
+void SetRate(text *queue, text *job_type, double per_second, int32 burst);
+
+} // namespace pqrun::queue_control
