@@ -17,7 +17,7 @@
 #
 # Usage: bash bench/run.sh            (settings through the environment:)
 #   BENCH_CLIENTS="1 2 4 8"  BENCH_SECONDS=20  BENCH_ROUNDS=2
-#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W2 W2c W3 W5 E1 L1"   (W4, the 5-minute soak, only when listed)
+#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W2 W2c W3 W5 E1 L1"   (W4, the 5-minute soak, only when listed)
 #   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
 #   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
 #   BENCH_PG_MAJOR=18: on that PostgreSQL version, in its Debian root
@@ -52,7 +52,7 @@ fi
 clients_list=${BENCH_CLIENTS:-$d_clients}
 seconds=${BENCH_SECONDS:-$d_seconds}
 rounds=${BENCH_ROUNDS:-$d_rounds}
-workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W2 W2c W3 W5 E1 L1"}
+workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W2 W2c W3 W5 E1 L1"}
 jobs=${BENCH_JOBS:-$d_jobs}
 deep=${BENCH_DEEP_JOBS:-$d_deep}
 w2_depth=${BENCH_W2_DEPTH:-1000}
@@ -159,7 +159,7 @@ systems_for() {
 	case $1 in
 	L0 | L0floor) echo ceiling ;;
 	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
-	L1 | W1c | W1bc | W2c) echo pqrun ;;
+	L1 | W1c | W1bc | W1L | W2c) echo pqrun ;;
 	*) echo "pqrun baseline" ;;
 	esac
 }
@@ -232,6 +232,7 @@ measure() {
 	W1b) script=${system}_w1b.sql kind=drain depth=$jobs ;;
 	W1c) script=${system}_w1c.sql kind=drain depth=$jobs ;;
 	W1bc) script=${system}_w1bc.sql kind=drain depth=$jobs ;;
+	W1L) script=${system}_w1.sql kind=drain depth=$jobs ;;
 	W2c) script=${system}_w2c.sql kind=steady depth=$w2_depth ;;
 	W3) script=${system}_w1.sql kind=drain depth=$deep ;;
 	W2 | W5) script=${system}_w2.sql kind=steady depth=$w2_depth ;;
@@ -244,6 +245,10 @@ measure() {
 	printf '  %-9s %-9s clients %-2s round %s: ' "$workload" "$system" "$n" "$round"
 
 	refill "$system" "$depth" "$n" "$kind"
+	# W1L: W1 under generous concurrency limits (the queue's and its job
+	# type's), which every claim checks and counts.
+	[ "$workload" = W1L ] && q "$db" "SELECT pqrun.set_concurrency_limit('default', 1000);
+		SELECT pqrun.set_concurrency_limit('default', 1000, 'job')" >/dev/null
 	read -r done0 ready0 total0 _ <<<"$(counters "$system")"
 	[ "$workload" = W4 ] && sizes0=$(table_sizes "$system")
 	[ "$workload" = W5 ] && start_holder "$db"
@@ -392,7 +397,7 @@ for round in $(seq "$rounds"); do
 			[ "$round" -le "$soak_rounds" ] || continue
 			for system in $(systems_for W4); do measure "$system" W4 "$soak_clients" "$round"; done
 			continue ;;
-		L0 | W1 | W1b | W1c | W1bc | W2 | W2c | W3 | W5 | E1) ;;
+		L0 | W1 | W1b | W1c | W1bc | W1L | W2 | W2c | W3 | W5 | E1) ;;
 		*) echo "unknown workload $workload" >&2; exit 2 ;;
 		esac
 		subs=$workload

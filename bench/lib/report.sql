@@ -42,6 +42,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W1b') > 0 AS has_w1b,
        count(*) FILTER (WHERE workload = 'W1c') > 0 AS has_w1c,
        count(*) FILTER (WHERE workload = 'W1bc') > 0 AS has_w1bc,
+       count(*) FILTER (WHERE workload = 'W1L') > 0 AS has_w1l,
        count(*) FILTER (WHERE workload = 'W2c') > 0 AS has_w2c,
        count(*) FILTER (WHERE workload = 'W2') > 0 AS has_w2,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
@@ -152,6 +153,19 @@ SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
               fq(r('pqrun', 'W1c', clients), r('ceiling', 'L0', clients)),
               fq(r('pqrun', 'W1c', clients), r('baseline', 'W1', clients)), fl('pqrun', 'W1c', clients))
   FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1c') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W1L -----------------------------------------------------------------------
+\if :has_w1l
+\echo '## W1L drain (W1 under concurrency limits of 1000 on the queue and on its job type)'
+\echo ''
+\echo '| clients | pqrun W1L jobs/s | W1L / W1 (≥ 0.90) | p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W1L', clients)), fq(r('pqrun', 'W1L', clients), r('pqrun', 'W1', clients), 0.90),
+              fl('pqrun', 'W1L', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1L') c ORDER BY clients;
 \echo ''
 \endif
 
