@@ -493,13 +493,23 @@ Matches(const Control &c, Datum queue, Datum job_type)
 	       (c.job_type == nullptr || SameText(job_type, c.job_type, c.job_type_len));
 }
 
-/* TextArray answers text[] of `elems`, made in the current context and
- * leaving it `caller`. */
+/* NamesOf answers, made in look_context, the text[] of name(c) for every
+ * control for which it is not nullptr (the name is made there too), and
+ * how many in `count` when given. */
+template <typename Name>
 Datum
-TextArray(Datum *elems, int n, MemoryContext caller)
+NamesOf(Name name, int *count = nullptr)
 {
+	MemoryContext caller = MemoryContextSwitchTo(look_context);
+	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
+	int n = 0;
+	for (int i = 0; i < ncontrols; i++)
+		if (const char *s = name(controls[i]))
+			elems[n++] = CStringGetTextDatum(s);
 	Datum array = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
 	MemoryContextSwitchTo(caller);
+	if (count)
+		*count = n;
 	return array;
 }
 
@@ -545,7 +555,7 @@ Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
 	MemoryContextReset(look_context);
 	MemoryContext caller_context = MemoryContextSwitchTo(look_context);
 	uint64 gen = wake::ControlsGen();
-	if (!cache_valid || gen != cache_gen || cache_db != MyDatabaseId || changed_here)
+	if (!cache_valid || gen != cache_gen || gen == wake::kNoControlsGen || cache_db != MyDatabaseId || changed_here)
 		Reload(gen);
 	bool applies = false;
 	for (int i = 0; i < ncontrols; i++) {
@@ -634,42 +644,32 @@ Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token)
 Datum
 BlockedQueues()
 {
-	MemoryContext caller = MemoryContextSwitchTo(look_context);
-	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
-	int n = 0;
-	for (int i = 0; i < ncontrols; i++) {
-		const Control &c = controls[i];
-		if (c.job_type == nullptr && (c.paused || Full(c)))
-			elems[n++] = PointerGetDatum(cstring_to_text_with_len(c.queue, c.queue_len));
-	}
+	int n;
+	Datum names = NamesOf(
+	    [](const Control &c) -> char * { return c.job_type == nullptr && (c.paused || Full(c)) ? c.queue : nullptr; },
+	    &n);
 	skipped = skipped || n > 0;
-	return TextArray(elems, n, caller);
+	return names;
 }
 
 Datum
 BlockedPairs()
 {
-	MemoryContext caller = MemoryContextSwitchTo(look_context);
-	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
-	int n = 0;
-	for (int i = 0; i < ncontrols; i++) {
-		const Control &c = controls[i];
-		/* The SQL picks match octet_length(queue) || ':' || queue || job_type. */
-		if (c.job_type != nullptr && Full(c))
-			elems[n++] = CStringGetTextDatum(psprintf("%d:%s%s", c.queue_len, c.queue, c.job_type));
-	}
+	/* The SQL picks match octet_length(queue) || ':' || queue || job_type. */
+	int n;
+	Datum names = NamesOf(
+	    [](const Control &c) -> char * {
+		    return c.job_type != nullptr && Full(c) ? psprintf("%d:%s%s", c.queue_len, c.queue, c.job_type) : nullptr;
+	    },
+	    &n);
 	skipped = skipped || n > 0;
-	return TextArray(elems, n, caller);
+	return names;
 }
 
 Datum
 ControlledQueues()
 {
-	MemoryContext caller = MemoryContextSwitchTo(look_context);
-	Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (ncontrols + 1)));
-	for (int i = 0; i < ncontrols; i++)
-		elems[i] = PointerGetDatum(cstring_to_text_with_len(controls[i].queue, controls[i].queue_len));
-	return TextArray(elems, ncontrols, caller);
+	return NamesOf([](const Control &c) -> char * { return c.queue; });
 }
 
 bool

@@ -473,8 +473,8 @@ ControlsGen()
 {
 	shmem::SharedState *shared = shmem::Shared();
 	if (shared == nullptr)
-		return 0;
-	uint64 gen = 0;
+		return kNoControlsGen;
+	uint64 gen = kNoControlsGen;
 	LWLockAcquire(shared->lock, LW_SHARED);
 	if (shmem::DatabaseSlot *slot = MySlot(shared))
 		gen = slot->wake.controls_gen;

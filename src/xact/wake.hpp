@@ -56,7 +56,10 @@ void NoteFreed(const char *queue, const char *job_type);
 
 /* NoteControlsChanged records that the current transaction changed
  * pqrun.queue_control; its commit moves ControlsGen() and wakes every
- * waiter of the database. ControlsGen answers 0 without shared state. */
+ * waiter of the database. ControlsGen answers kNoControlsGen when the
+ * database has no slot (or there is no shared state): nothing tells of
+ * changes then, so the controls must be read again each time. */
+constexpr uint64 kNoControlsGen = UINT64_MAX;
 void NoteControlsChanged();
 uint64 ControlsGen();
 
