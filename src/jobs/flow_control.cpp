@@ -381,20 +381,28 @@ Verify(int counter, int64 id)
 	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * room));
 	pg_uuid_t *tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * room));
 	TransactionId *xids = static_cast<TransactionId *>(palloc(sizeof(TransactionId) * room));
-	int n = 0;
-	for (int32 p = k.head; p >= 0 && n < room; p = shared->places[p].next) {
+	int taken_places = 0;
+	for (int32 p = k.head; p >= 0 && taken_places < room; p = shared->places[p].next) {
 		const Place &place = shared->places[p];
-		/* A claim still in progress counts, whatever its row shows. */
-		if (TransactionIdIsValid(place.xid) && TransactionIdIsInProgress(place.xid))
-			continue;
-		ids[n] = place.job_id;
-		tokens[n] = place.token;
-		xids[n] = place.xid;
-		n++;
+		ids[taken_places] = place.job_id;
+		tokens[taken_places] = place.token;
+		xids[taken_places] = place.xid;
+		taken_places++;
 	}
 	k.dirty = false;
 	k.verified_at = GetCurrentTimestamp();
 	LWLockRelease(shared->lock);
+	/* A claim still in progress counts, whatever its row shows (asked
+	 * without the lock: the answer may read pg_subtrans). */
+	int n = 0;
+	for (int i = 0; i < taken_places; i++) {
+		if (TransactionIdIsValid(xids[i]) && TransactionIdIsInProgress(xids[i]))
+			continue;
+		ids[n] = ids[i];
+		tokens[n] = tokens[i];
+		xids[n] = xids[i];
+		n++;
+	}
 	if (n == 0)
 		return;
 
