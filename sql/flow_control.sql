@@ -94,6 +94,32 @@ ROLLBACK TO SAVEPOINT s;
 SELECT count(*) AS claimed FROM pqrun.pickup('w', batch_size => 10);
 SELECT count(*) AS claimed FROM pqrun.pickup('w', batch_size => 10);
 COMMIT;
+-- A place taken in a savepoint that was released stays taken when a later
+-- savepoint at the same depth rolls back. Once, the rollback gave back the
+-- places of every claim made at that depth, and the limit was exceeded:
+--   limit 1; BEGIN; SAVEPOINT a; pickup -> 1 job; RELEASE a;
+--   SAVEPOINT b; ROLLBACK TO b; pickup -> a second job.
+-- (A waiting pickup looks in savepoints of its own, so two waiting pickups
+-- in one transaction did the same.)
+SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
+SELECT count(pqrun.enqueue('a', queue => 'rb')) FROM generate_series(1, 4);
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}');
+RELEASE SAVEPOINT a;
+SAVEPOINT b;
+ROLLBACK TO SAVEPOINT b;
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}');
+COMMIT;
+SELECT count(*) AS running FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
+SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
+BEGIN;
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}', wait => '10 ms');
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}', wait => '10 ms');
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}');
+COMMIT;
+SELECT count(*) AS running FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
+SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
 -- A finish frees its place only when it commits: mark_done_and_pickup under
 -- a full limit finishes and claims nothing (the worker's next pickup takes
 -- the place), and when it rolls back the job still holds its place.

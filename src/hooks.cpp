@@ -133,6 +133,7 @@ OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
 	if (event == SUBXACT_EVENT_COMMIT_SUB) {
 		deferred_claims::AtSubCommit(subid, parent_subid);
 		stats::OnSubCommit();
+		flow_control::AtSubCommit();
 		wake::AtSubCommit();
 	} else if (event == SUBXACT_EVENT_ABORT_SUB) {
 		deferred_claims::AtSubAbort(subid);

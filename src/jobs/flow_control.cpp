@@ -760,6 +760,16 @@ AtSubAbort()
 }
 
 void
+AtSubCommit()
+{
+	/* Its claims now stand or fall with its parent. */
+	int level = GetCurrentTransactionNestLevel();
+	for (int i = 0; i < ntaken; i++)
+		if (taken[i].level >= level)
+			taken[i].level = level - 1;
+}
+
+void
 Report(Tuplestorestate *out, TupleDesc desc)
 {
 	if (shared == nullptr)

@@ -88,10 +88,12 @@ void NoteEnded(const char *queue, const char *job_type);
 void NoteChanged();
 
 /* The end of a transaction and of a subtransaction (hooks.cpp): places a
- * rolled-back claim took are given back. */
+ * rolled-back claim took are given back; a committed subtransaction's
+ * claims pass to its parent. */
 void AtCommit();
 void AtAbort();
 void AtSubAbort();
+void AtSubCommit();
 
 /* Report appends, for each counted control of this database, (control id,
  * places taken, tokens in its bucket, when it was last refilled) to `out`. */
