@@ -125,20 +125,28 @@ SameText(Datum value, const char *s, int len)
 	return VARSIZE_ANY_EXHDR(t) == static_cast<Size>(len) && memcmp(VARDATA_ANY(t), s, len) == 0;
 }
 
-bool
-InFilter(ArrayType *filter, const char *s, int len)
-{
-	if (filter == nullptr)
-		return true;
-	Datum *elems;
-	bool *nulls;
-	int n;
-	deconstruct_array(filter, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	for (int i = 0; i < n; i++)
-		if (!nulls[i] && SameText(elems[i], s, len))
+/* A pickup's job_types or queues filter, taken apart once per look. */
+struct Filter {
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int count = -1; /* -1: any */
+
+	explicit Filter(ArrayType *array)
+	{
+		if (array != nullptr)
+			deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	}
+
+	bool Has(const char *s, int len) const
+	{
+		if (count < 0)
 			return true;
-	return false;
-}
+		for (int i = 0; i < count; i++)
+			if (!nulls[i] && SameText(elems[i], s, len))
+				return true;
+		return false;
+	}
+};
 
 /* CounterIs answers whether counter `i` is control `id`'s; lock held. */
 bool
@@ -371,16 +379,18 @@ EnsureCounter(const Control &c)
 void
 Verify(int counter, int64 id)
 {
+	/* Room for the places as they are now, allocated before taking the lock
+	 * (places added meanwhile wait for the next recount). */
+	int room = Max(shared->counters[counter].used, 1);
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * room));
+	pg_uuid_t *tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * room));
+	TransactionId *xids = static_cast<TransactionId *>(palloc(sizeof(TransactionId) * room));
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (!CounterIs(counter, id)) {
 		LWLockRelease(shared->lock);
 		return;
 	}
 	Counter &k = shared->counters[counter];
-	int room = Max(k.used, 1);
-	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * room));
-	pg_uuid_t *tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * room));
-	TransactionId *xids = static_cast<TransactionId *>(palloc(sizeof(TransactionId) * room));
 	int taken_places = 0;
 	for (int32 p = k.head; p >= 0 && taken_places < room; p = shared->places[p].next) {
 		const Place &place = shared->places[p];
@@ -566,10 +576,10 @@ Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
 	if (!cache_valid || gen != cache_gen || gen == wake::kNoControlsGen || cache_db != MyDatabaseId || changed_here)
 		Reload(gen);
 	bool applies = false;
+	Filter types(ncontrols > 0 ? job_types : nullptr), names(ncontrols > 0 ? queues : nullptr);
 	for (int i = 0; i < ncontrols; i++) {
 		Control &c = controls[i];
-		if (!InFilter(queues, c.queue, c.queue_len) ||
-		    (c.job_type != nullptr && !InFilter(job_types, c.job_type, c.job_type_len)))
+		if (!names.Has(c.queue, c.queue_len) || (c.job_type != nullptr && !types.Has(c.job_type, c.job_type_len)))
 			continue;
 		applies = true;
 		if (Counted(c))

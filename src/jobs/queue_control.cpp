@@ -65,6 +65,20 @@ ForgetIdle(text *queue)
 	spi::Exec(stmts::kForgetIdle, values, nullptr, SPI_OK_DELETE);
 }
 
+/* Change runs `set` (when `setting`) or `remove` with `values` (queue,
+ * job_type, then what `set` sets), then announces the change. */
+void
+Change(bool setting, spi::Statement &set, spi::Statement &remove, Datum *values, const char *nulls)
+{
+	if (setting) {
+		spi::Exec(set, values, nulls, SPI_OK_INSERT);
+	} else {
+		spi::Exec(remove, values, nulls, SPI_OK_UPDATE);
+		ForgetIdle(DatumGetTextPP(values[0]));
+	}
+	flow_control::NoteChanged();
+}
+
 } // namespace
 
 bool
@@ -85,13 +99,7 @@ SetLimit(text *queue, text *job_type, int32 max_running)
 {
 	Datum values[3] = {PointerGetDatum(queue), PointerGetDatum(job_type), Int32GetDatum(max_running)};
 	char nulls[4] = {' ', job_type ? ' ' : 'n', ' ', '\0'};
-	if (max_running >= 0) {
-		spi::Exec(stmts::kSetLimit, values, nulls, SPI_OK_INSERT);
-	} else {
-		spi::Exec(stmts::kRemoveLimit, values, nulls, SPI_OK_UPDATE);
-		ForgetIdle(queue);
-	}
-	flow_control::NoteChanged();
+	Change(max_running >= 0, stmts::kSetLimit, stmts::kRemoveLimit, values, nulls);
 }
 
 void
@@ -100,13 +108,7 @@ SetRate(text *queue, text *job_type, double per_second, int32 burst)
 	Datum values[4] = {PointerGetDatum(queue), PointerGetDatum(job_type), Float8GetDatum(per_second),
 	                   Int32GetDatum(burst)};
 	char nulls[5] = {' ', job_type ? ' ' : 'n', ' ', ' ', '\0'};
-	if (per_second > 0) {
-		spi::Exec(stmts::kSetRate, values, nulls, SPI_OK_INSERT);
-	} else {
-		spi::Exec(stmts::kRemoveRate, values, nulls, SPI_OK_UPDATE);
-		ForgetIdle(queue);
-	}
-	flow_control::NoteChanged();
+	Change(per_second > 0, stmts::kSetRate, stmts::kRemoveRate, values, nulls);
 }
 
 } // namespace pqrun::queue_control
