@@ -110,8 +110,9 @@ NoteFinished(JobStatus status, uint64 row = 0)
 	bool isnull;
 	Datum locked_at = Col(row, 6, &isnull);
 	int64 duration_ms = isnull ? 0 : (GetCurrentTransactionStartTimestamp() - DatumGetTimestampTz(locked_at)) / 1000;
-	stats::JobFinished(ColText(row, 3), ColText(row, 4), finished, duration_ms);
-	flow_control::NoteEnded(ColText(row, 3), ColText(row, 4));
+	const char *queue = ColText(row, 3), *job_type = ColText(row, 4);
+	stats::JobFinished(queue, job_type, finished, duration_ms);
+	flow_control::NoteEnded(queue, job_type);
 }
 
 /* NoteMoved counts a job finish_direct moved to job_done as `status`. */

@@ -114,8 +114,9 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	values[3] = CStringGetTextDatum(outcome);
 	uint64 n = Exec(stmts::kRequeue, values, nulls, SPI_OK_UPDATE_RETURNING);
 	if (n > 0) {
-		stats::Errored(ColText(0, 1), ColText(0, 2));
-		flow_control::NoteEnded(ColText(0, 1), ColText(0, 2));
+		const char *queue = ColText(0, 1), *job_type = ColText(0, 2);
+		stats::Errored(queue, job_type);
+		flow_control::NoteEnded(queue, job_type);
 	}
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
