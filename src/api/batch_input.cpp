@@ -13,7 +13,7 @@ namespace {
 
 const char *const kKeys[queue::kEnqueueArgCount] = {"job_type",     "payload",         "priority",   "run_after",
                                                     "max_attempts", "timeout_seconds", "dedupe_key", "queue",
-                                                    "depends_on",   "fifo_key"};
+                                                    "depends_on",   "fifo_key",        "concurrency_key"};
 
 void
 ExpectType(const JsonbValue &value, enum jbvType type, int element, const char *key, const char *type_name)

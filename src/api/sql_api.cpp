@@ -123,8 +123,9 @@ using spi::Finish;
 PQRUN_FUNCTION(pqrun_enqueue)
 {
 	queue::EnqueueArgs args;
+	/* An install before 0.10.0 passes no concurrency_key. */
 	for (int i = 0; i < queue::kEnqueueArgCount; i++) {
-		args.isnull[i] = PG_ARGISNULL(i);
+		args.isnull[i] = i >= PG_NARGS() || PG_ARGISNULL(i);
 		args.value[i] = args.isnull[i] ? Datum(0) : PG_GETARG_DATUM(i);
 	}
 	Connect();

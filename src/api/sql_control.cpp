@@ -1,6 +1,6 @@
 /* src/api/sql_control.cpp — the SQL-callable functions that set flow
  * controls: pqrun.pause_queue, pqrun.resume_queue,
- * pqrun.set_concurrency_limit and pqrun.set_rate_limit. Each entry point
+ * pqrun.set_concurrency_limit, pqrun.set_key_limit and pqrun.set_rate_limit. Each entry point
  * checks its arguments and calls queue_control::, like sql_api.cpp. */
 #include "jobs/flow_control.hpp"
 #include "jobs/queue_control.hpp"
@@ -75,6 +75,21 @@ PQRUN_FUNCTION(pqrun_set_concurrency_limit)
 	RequireSharedMemory();
 	spi::Connect();
 	queue_control::SetLimit(queue, job_type, max_running);
+	spi::Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_set_key_limit)
+{
+	text *queue = NameArg(fcinfo, 0, "queue");
+	int32 max_running = PG_ARGISNULL(1) ? -1 : PG_GETARG_INT32(1);
+	if (!PG_ARGISNULL(1) && (max_running < 0 || max_running > flow_control::kMaxLimit))
+		RaiseInvalid(
+		    psprintf("max_running must be between 0 and %d, or NULL to remove the limit", flow_control::kMaxLimit));
+	text *key = NameArg(fcinfo, 2, "concurrency_key", true);
+	RequireSharedMemory();
+	spi::Connect();
+	queue_control::SetKeyLimit(queue, key, max_running);
 	spi::Finish();
 	PG_RETURN_VOID();
 }

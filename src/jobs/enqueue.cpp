@@ -4,7 +4,7 @@
  * the unfinished ones), takes its FIFO group lock and inserts one row; a job
  * with none of these and no dedupe key is inserted below the executor
  * (enqueue_direct.hpp). enqueue_batch writes runs of plain elements (no
- * depends_on, no fifo_key) together, below the executor when none has a
+ * depends_on, fifo_key or concurrency_key) together, below the executor when none has a
  * dedupe key, else with one INSERT per run, which is what makes it about ten
  * times cheaper per job than single enqueues; the other elements go through
  * Enqueue one by one, so ids still follow element order.
@@ -15,6 +15,7 @@
 #include "guc.hpp"
 #include "api/batch_input.hpp"
 #include "jobs/enqueue_direct.hpp"
+#include "jobs/flow_control.hpp"
 #include "jobs/job_row.hpp"
 #include "pg/boundary.hpp"
 #include "pg/spi_plans.hpp"
@@ -34,16 +35,16 @@ namespace stmts {
  * serves the others, and keyless runs only when that path declines. */
 #define INSERT_LIVE                                                                                                    \
 	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"            \
-	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload)"                           \
+	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload" PQRUN_JOB_KEY ")"          \
 	" VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"                           \
-	"   $7, $8, $9, $10, $11, $12)"
+	"   $7, $8, $9, $10, $11, $12" PQRUN_ENQUEUE_KEY ")"
 static_assert(job_row::EnqueueListIs(INSERT_LIVE), "INSERT_LIVE must list job_row::kColumns' enqueued columns");
 #define INSERT_LIVE_RETURNING " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text"
 #define INSERT_LIVE_ARGS                                                                                               \
-	12,                                                                                                                \
+	13,                                                                                                                \
 	{                                                                                                                  \
 		TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, \
-		    JSONBOID                                                                                                   \
+		    JSONBOID, TEXTOID                                                                                          \
 	}
 #define INSERT_LIVE_RUN                                                                                                \
 	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"            \
@@ -77,12 +78,14 @@ spi::Statement kInsertLiveRun{"insert live run", INSERT_LIVE_RUN ON_DEDUPE_KEY I
 spi::Statement kInsertCancelled{
     "insert cancelled",
     "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
-    "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload)"
+    "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
+    PQRUN_JOB_KEY ")"
     " VALUES (pg_catalog.nextval('pqrun.job_id_seq'), 'CANCELLED', $1, 0, $2, $3, $4,"
-    "   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11)"
+    "   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11" PQRUN_CANCELLED_KEY ")"
     " RETURNING id",
-    11,
-    {INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, JSONBOID}};
+    12,
+    {INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, JSONBOID,
+     TEXTOID}};
 
 /* Locks the unfinished dependencies so none can finish while the dependent
  * is being written, and flags them so finishing them looks for dependents. */
@@ -125,16 +128,19 @@ Validate(const EnqueueArgs &args, int element)
 		if (args.isnull[required]) {
 			static const char *const kNames[] = {"job_type",     "payload",         "priority",   "run_after",
 			                                     "max_attempts", "timeout_seconds", "dedupe_key", "queue",
-			                                     "depends_on",   "fifo_key"};
+			                                     "depends_on",   "fifo_key",        "concurrency_key"};
 			RaiseInvalid(psprintf("%s must not be null", kNames[required]), element);
 		}
 	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
 		RaiseInvalid("queue must not be empty", element);
-	for (EnqueueArg key : {kDedupeKey, kFifoKey})
+	for (EnqueueArg key : {kDedupeKey, kFifoKey, kConcurrencyKey}) {
+		const char *name = key == kDedupeKey ? "dedupe_key" : key == kFifoKey ? "fifo_key" : "concurrency_key";
 		if (!args.isnull[key] && toast_raw_datum_size(args.value[key]) - VARHDRSZ > kMaxKeyBytes)
-			RaiseInvalid(
-			    psprintf("%s must be at most %d bytes", key == kDedupeKey ? "dedupe_key" : "fifo_key", kMaxKeyBytes),
-			    element);
+			RaiseInvalid(psprintf("%s must be at most %d bytes", name, kMaxKeyBytes), element);
+	}
+	/* A key's lane starts after '' (pick_lanes.cpp). */
+	if (!args.isnull[kConcurrencyKey] && VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kConcurrencyKey])) == 0)
+		RaiseInvalid("concurrency_key must not be empty", element);
 	/* An infinite run_after never falls due, or is overdue by an infinite
 	 * age that queue_stats cannot show. */
 	if (!args.isnull[kRunAfter] && TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(args.value[kRunAfter])))
@@ -229,7 +235,7 @@ ArrayOf(const PlainRun &run, EnqueueArg arg, Oid type, int16 typlen, bool byval,
 void
 CopyArgs(EnqueueArgs *args)
 {
-	for (EnqueueArg arg : {kJobType, kPayload, kDedupeKey, kQueue, kDependsOn, kFifoKey})
+	for (EnqueueArg arg : {kJobType, kPayload, kDedupeKey, kQueue, kDependsOn, kFifoKey, kConcurrencyKey})
 		if (!args->isnull[arg])
 			args->value[arg] = datumCopy(args->value[arg], false, -1);
 }
@@ -346,6 +352,8 @@ Enqueue(const EnqueueArgs &args, int element)
 	Validate(args, element);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after = RunAfter(args);
+	if (!args.isnull[kConcurrencyKey])
+		flow_control::NoteKeyed(args.value[kQueue]);
 
 	if (args.isnull[kDedupeKey] && args.isnull[kDependsOn] && args.isnull[kFifoKey]) {
 		int64 id;
@@ -401,17 +409,18 @@ Enqueue(const EnqueueArgs &args, int element)
 			if (Exec(stmts::kLiveByDedupe, key, nullptr, SPI_OK_SELECT) > 0)
 				return ColInt64(0, 1);
 		}
-		Datum values[11] = {args.value[kPriority],       args.value[kMaxAttempts],
+		Datum values[12] = {args.value[kPriority],       args.value[kMaxAttempts],
 		                    args.value[kTimeoutSeconds], TimestampTzGetDatum(run_after),
 		                    args.value[kQueue],          args.value[kJobType],
 		                    args.value[kDedupeKey],      args.value[kFifoKey],
 		                    args.value[kDependsOn],      CStringGetTextDatum(cancel_reason),
-		                    args.value[kPayload]};
+		                    args.value[kPayload],        args.value[kConcurrencyKey]};
 		nulls[2] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
 		nulls[6] = args.isnull[kDedupeKey] ? 'n' : ' ';
 		nulls[7] = args.isnull[kFifoKey] ? 'n' : ' ';
 		nulls[8] = args.isnull[kDependsOn] ? 'n' : ' ';
-		nulls[11] = '\0';
+		nulls[11] = args.isnull[kConcurrencyKey] ? 'n' : ' ';
+		nulls[12] = '\0';
 		Exec(stmts::kInsertCancelled, values, nulls, SPI_OK_INSERT_RETURNING);
 		const char *queue = TextDatumGetCString(args.value[kQueue]);
 		const char *job_type = TextDatumGetCString(args.value[kJobType]);
@@ -430,7 +439,7 @@ Enqueue(const EnqueueArgs &args, int element)
 			blocked = true;
 	}
 
-	Datum values[12] = {CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady)),
+	Datum values[13] = {CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady)),
 	                    BoolGetDatum(!blocked && run_after > now),
 	                    args.value[kPriority],
 	                    args.value[kMaxAttempts],
@@ -441,12 +450,14 @@ Enqueue(const EnqueueArgs &args, int element)
 	                    args.value[kDedupeKey],
 	                    args.value[kFifoKey],
 	                    args.value[kDependsOn],
-	                    args.value[kPayload]};
+	                    args.value[kPayload],
+	                    args.value[kConcurrencyKey]};
 	nulls[4] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
 	nulls[8] = args.isnull[kDedupeKey] ? 'n' : ' ';
 	nulls[9] = args.isnull[kFifoKey] ? 'n' : ' ';
 	nulls[10] = args.isnull[kDependsOn] ? 'n' : ' ';
-	nulls[12] = '\0';
+	nulls[12] = args.isnull[kConcurrencyKey] ? 'n' : ' ';
+	nulls[13] = '\0';
 	Exec(args.isnull[kDedupeKey] ? stmts::kInsertLiveKeyless : stmts::kInsertLive, values, nulls,
 	     SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
@@ -489,7 +500,8 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 	MemoryContext batch_context = MemoryContextSwitchTo(contexts[current]);
 	EnqueueArgs args;
 	while (batch::Next(&cursor, &args)) {
-		bool plain = args.isnull[kDependsOn] && args.isnull[kFifoKey];
+		/* A keyed job's run would lose its key on the SQL path (INSERT_LIVE_RUN). */
+		bool plain = args.isnull[kDependsOn] && args.isnull[kFifoKey] && args.isnull[kConcurrencyKey];
 		if (plain)
 			Validate(args, cursor.element); /* Enqueue validates the others */
 		bool has_key = !args.isnull[kDedupeKey];

@@ -18,15 +18,32 @@ namespace pqrun::flow_control {
 
 namespace stmts {
 
-spi::Statement kLoadControls{
-    "load controls", "SELECT id, queue, job_type, paused, max_running, rate, burst FROM pqrun.queue_control", 0, {}};
+spi::Statement kLoadControls{"load controls",
+                             "SELECT id, queue, job_type, paused, max_running, rate, burst" PQRUN_CONTROL_KEYS
+                             " FROM pqrun.queue_control",
+                             0,
+                             {}};
 
-/* The jobs a limit counts, when it is first needed. */
+/* The jobs a limit counts, when it is first needed, with their keys. */
 spi::Statement kLoadRunning{"load running",
-                            "SELECT id, lease_token FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = $1"
-                            "   AND ($2::text IS NULL OR job_type = $2)",
+                            "SELECT id, lease_token" PQRUN_JOB_KEY " FROM pqrun.job_live"
+                            " WHERE status = 'RUNNING' AND queue = $1 AND ($2::text IS NULL OR job_type = $2)",
                             2,
                             {TEXTOID, TEXTOID}};
+
+spi::Statement kLoadRunningKey{"load running of key",
+                               "SELECT id, lease_token" PQRUN_JOB_KEY " FROM pqrun.job_live"
+                               " WHERE status = 'RUNNING' AND queue = $1 AND concurrency_key = $2",
+                               2,
+                               {TEXTOID, TEXTOID}};
+
+/* A queue whose jobs have keys: its pickups walk its lanes from now on. */
+spi::Statement kNoteKeyed{"note keyed queue",
+                          "INSERT INTO pqrun.queue_control AS c (queue, keyed) VALUES ($1, true)"
+                          " ON CONFLICT (queue, job_type" PQRUN_JOB_KEY ") DO UPDATE SET keyed = true,"
+                          "   updated_at = pg_catalog.now() WHERE NOT c.keyed",
+                          1,
+                          {TEXTOID}};
 
 /* Which of the counted claims still run. */
 spi::Statement kStillRunning{"still running",
@@ -52,6 +69,7 @@ struct Place {
 	int64 job_id;
 	pg_uuid_t token;   /* the claim's lease token: a job given back and claimed again is another claim */
 	TransactionId xid; /* the claiming transaction; invalid: found running when loaded */
+	uint64 key_hash;   /* KeyHash of the job's concurrency key, 0: none */
 };
 
 struct Counter {
@@ -87,6 +105,10 @@ struct Control {
 	int32 max_running; /* -1: no limit */
 	double rate;       /* claims per second, 0: no rate limit */
 	int32 burst;       /* the most tokens its bucket holds */
+	char *key;         /* a key's own control: its concurrency key, else nullptr */
+	int key_len;
+	int32 max_per_key; /* a queue's limit for each of its keys, -1: none */
+	bool keyed;        /* a queue whose jobs have had keys: pickups walk its lanes */
 	int counter;       /* its Counter, -1: not known yet */
 };
 Control *controls = nullptr;
@@ -94,12 +116,16 @@ int ncontrols = 0;
 bool cache_valid = false;
 uint64 cache_gen = 0;
 Oid cache_db = InvalidOid;
-bool any_limit = false; /* some control has a concurrency limit */
+bool any_limit = false;      /* some control has a concurrency limit */
+bool keys_installed = false; /* pqrun.queue_control has the columns of keys (0.10.0) */
 
 bool changed_here = false; /* this transaction changed the controls */
 bool ended_here = false;   /* this transaction ended a running job of a limited database */
 bool limited_look = false;
 bool skipped = false;
+/* The keyed queues the last Prepare's look may claim from (LaneQueues). */
+const char **lane_queues = nullptr;
+int nlane_queues = 0;
 TimestampTz next_token_at = 0; /* when the last Prepare's emptiest bucket has a token again, 0: none */
 
 /* What one look allocates (filters taken apart, the blocked lists, a
@@ -159,10 +185,10 @@ CounterIs(int i, int64 id)
 /* AddPlace chains a place into counter `i`; lock held exclusively, a free
  * place available. */
 void
-AddPlace(int i, int64 job_id, const pg_uuid_t &token, TransactionId xid)
+AddPlace(int i, int64 job_id, const pg_uuid_t &token, TransactionId xid, uint64 key_hash)
 {
 	int32 p = shared->free_list[--shared->nfree];
-	shared->places[p] = Place{i, shared->counters[i].head, job_id, token, xid};
+	shared->places[p] = Place{i, shared->counters[i].head, job_id, token, xid, key_hash};
 	shared->counters[i].head = p;
 	shared->counters[i].used++;
 }
@@ -221,7 +247,43 @@ FreeCounter(int i)
 bool
 Counted(const Control &c)
 {
-	return c.max_running >= 0 || c.rate > 0;
+	return c.max_running >= 0 || c.rate > 0 || c.max_per_key >= 0;
+}
+
+/* Placed answers whether control `c` counts places: a limit, of the queue
+ * or of each of its keys. */
+bool
+Placed(const Control &c)
+{
+	return c.max_running >= 0 || c.max_per_key >= 0;
+}
+
+/* KeyHash identifies a concurrency key in the places (0: no key). */
+uint64
+KeyHash(Datum key)
+{
+	const text *t = DatumGetTextPP(key);
+	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(t)),
+	                               static_cast<int>(VARSIZE_ANY_EXHDR(t)), 0);
+	return h == 0 ? 1 : h;
+}
+
+/* KeyUsed counts the places of counter `i` taken by jobs of the key
+ * `key_hash`; lock held. */
+int32
+KeyUsed(int i, uint64 key_hash)
+{
+	int32 n = 0;
+	for (int32 p = shared->counters[i].head; p >= 0; p = shared->places[p].next)
+		n += shared->places[p].key_hash == key_hash;
+	return n;
+}
+
+/* QueueRow answers whether control `c` is a queue's own (no job type, no key). */
+bool
+QueueRow(const Control &c)
+{
+	return c.job_type == nullptr && c.key == nullptr;
 }
 
 /* Tokens answers the bucket of rate limit `c` as of `now`: what it held,
@@ -263,6 +325,8 @@ Reload(uint64 gen)
 		pfree(controls[i].queue);
 		if (controls[i].job_type)
 			pfree(controls[i].job_type);
+		if (controls[i].key)
+			pfree(controls[i].key);
 	}
 	MemoryContextSwitchTo(old);
 	ncontrols = 0;
@@ -270,7 +334,9 @@ Reload(uint64 gen)
 	cache_valid = false; /* until the copy is complete */
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	/* An install older than the library, before its update. */
-	bool exists = OidIsValid(namespace_id) && OidIsValid(get_relname_relid("queue_control", namespace_id));
+	Oid table = OidIsValid(namespace_id) ? get_relname_relid("queue_control", namespace_id) : InvalidOid;
+	bool exists = OidIsValid(table);
+	keys_installed = exists && get_attnum(table, "keyed") != InvalidAttrNumber;
 	uint64 n = 0;
 	if (exists) {
 		int nest_level = guc::PinSearchPath();
@@ -297,15 +363,20 @@ Reload(uint64 gen)
 		c.rate = isnull ? 0 : DatumGetFloat8(rate);
 		Datum burst = spi::Col(r, 7, &isnull);
 		c.burst = isnull ? 1 : DatumGetInt32(burst);
+		c.key = spi::ColText(r, 8);
+		c.key_len = c.key ? strlen(c.key) : 0;
+		Datum per_key = spi::Col(r, 9, &isnull);
+		c.max_per_key = isnull ? -1 : DatumGetInt32(per_key);
+		c.keyed = spi::ColBool(r, 10);
 		c.counter = -1;
-		any_limit = any_limit || c.max_running >= 0;
+		any_limit = any_limit || Placed(c);
 	}
 	MemoryContextSwitchTo(old);
 	/* What this transaction changed may still roll back: not to be kept. */
 	cache_valid = !changed_here;
 	cache_gen = gen;
 	cache_db = MyDatabaseId;
-	if (changed_here)
+	if (changed_here || shared == nullptr)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < kMaxCounters; i++) {
@@ -337,15 +408,16 @@ EnsureCounter(const Control &c)
 		return found;
 
 	uint64 n = 0;
-	if (c.max_running >= 0) {
+	if (Placed(c)) {
+		const char *second = c.key ? c.key : c.job_type;
 		Datum values[2] = {PointerGetDatum(cstring_to_text_with_len(c.queue, c.queue_len)),
-		                   c.job_type ? PointerGetDatum(cstring_to_text_with_len(c.job_type, c.job_type_len))
-		                              : Datum(0)};
-		char nulls[3] = {' ', c.job_type ? ' ' : 'n', '\0'};
+		                   second ? PointerGetDatum(cstring_to_text(second)) : Datum(0)};
+		char nulls[3] = {' ', second ? ' ' : 'n', '\0'};
 		int nest_level = guc::PinSearchPath();
-		n = spi::ExecLatest(stmts::kLoadRunning, values, nulls, false);
+		n = spi::ExecLatest(c.key ? stmts::kLoadRunningKey : stmts::kLoadRunning, values, nulls, false);
 		guc::Unpin(nest_level);
 	}
+	bool with_keys = n > 0 && SPI_tuptable->tupdesc->natts >= 3;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	int free_counter = -1;
@@ -361,8 +433,11 @@ EnsureCounter(const Control &c)
 		found = free_counter;
 		TimestampTz now = GetCurrentTimestamp();
 		shared->counters[found] = Counter{MyDatabaseId, c.id, 0, -1, false, now, static_cast<double>(c.burst), now};
-		for (uint64 r = 0; r < n; r++)
-			AddPlace(found, spi::ColInt64(r, 1), TokenCol(r, 2), InvalidTransactionId);
+		for (uint64 r = 0; r < n; r++) {
+			bool isnull = true;
+			Datum key = with_keys ? spi::Col(r, 3, &isnull) : Datum(0);
+			AddPlace(found, spi::ColInt64(r, 1), TokenCol(r, 2), InvalidTransactionId, isnull ? 0 : KeyHash(key));
+		}
 	}
 	LWLockRelease(shared->lock);
 	if (found < 0)
@@ -504,11 +579,28 @@ Full(const Control &c)
 	return false;
 }
 
+/* Matches answers whether control `c` covers a job of (queue, job_type,
+ * key); key 0: none. */
 bool
-Matches(const Control &c, Datum queue, Datum job_type)
+Matches(const Control &c, Datum queue, Datum job_type, Datum key = Datum(0))
 {
 	return SameText(queue, c.queue, c.queue_len) &&
-	       (c.job_type == nullptr || SameText(job_type, c.job_type, c.job_type_len));
+	       (c.job_type == nullptr || SameText(job_type, c.job_type, c.job_type_len)) &&
+	       (c.key == nullptr || (key != Datum(0) && SameText(key, c.key, c.key_len)));
+}
+
+/* OwnKeyLimit answers whether key `key` of `queue` has a limit of its own,
+ * which replaces the queue's limit per key. */
+bool
+OwnKeyLimit(Datum queue, Datum key)
+{
+	for (int i = 0; i < ncontrols; i++) {
+		const Control &c = controls[i];
+		if (c.key != nullptr && c.max_running >= 0 && SameText(key, c.key, c.key_len) &&
+		    SameText(queue, c.queue, c.queue_len))
+			return true;
+	}
+	return false;
 }
 
 /* NamesOf answers, made in look_context, the text[] of name(c) for every
@@ -561,32 +653,67 @@ GiveBack(int level)
 
 } // namespace
 
+/* EnsureCache reloads this backend's copy of the controls when a commit
+ * changed them. */
+void
+EnsureCache()
+{
+	uint64 gen = wake::ControlsGen();
+	if (!cache_valid || gen != cache_gen || gen == wake::kNoControlsGen || cache_db != MyDatabaseId || changed_here)
+		Reload(gen);
+}
+
 bool
 Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
 {
 	limited_look = skipped = false;
 	next_token_at = 0;
-	if (shared == nullptr)
-		return false;
+	nlane_queues = 0;
 	if (look_context == nullptr)
 		look_context = AllocSetContextCreate(TopMemoryContext, "pqrun flow control", ALLOCSET_SMALL_SIZES);
 	MemoryContextReset(look_context);
 	MemoryContext caller_context = MemoryContextSwitchTo(look_context);
-	uint64 gen = wake::ControlsGen();
-	if (!cache_valid || gen != cache_gen || gen == wake::kNoControlsGen || cache_db != MyDatabaseId || changed_here)
-		Reload(gen);
+	EnsureCache();
 	bool applies = false;
 	Filter types(ncontrols > 0 ? job_types : nullptr), names(ncontrols > 0 ? queues : nullptr);
+	lane_queues = static_cast<const char **>(palloc(sizeof(char *) * (ncontrols + 1)));
 	for (int i = 0; i < ncontrols; i++) {
 		Control &c = controls[i];
 		if (!names.Has(c.queue, c.queue_len) || (c.job_type != nullptr && !types.Has(c.job_type, c.job_type_len)))
 			continue;
+		if (c.keyed)
+			lane_queues[nlane_queues++] = c.queue;
+		if (shared == nullptr)
+			continue; /* nothing is enforced, but keyed jobs are in their lanes */
 		applies = true;
 		if (Counted(c))
 			Refresh(c, want);
 	}
 	MemoryContextSwitchTo(caller_context);
 	return applies;
+}
+
+int
+LaneQueues(const char *const **names)
+{
+	*names = lane_queues;
+	return nlane_queues;
+}
+
+void
+NoteKeyed(Datum queue)
+{
+	EnsureCache();
+	for (int i = 0; i < ncontrols; i++)
+		if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len))
+			return;
+	if (!keys_installed)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("concurrency keys need pqrun 0.10.0"),
+		                errhint("Run ALTER EXTENSION pqrun UPDATE.")));
+	Datum values[1] = {queue};
+	if (spi::Exec(stmts::kNoteKeyed, values, nullptr, SPI_OK_INSERT) > 0)
+		NoteChanged();
 }
 
 bool
@@ -601,24 +728,31 @@ Blocked(Datum queue, Datum job_type)
 }
 
 bool
-Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token)
+Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *token)
 {
-	const Control *limits[2];
+	/* The queue's, the job type's and the key's own control, at most. */
+	constexpr int kMaxLimits = 3;
+	const Control *limits[kMaxLimits];
 	int nlimits = 0;
+	uint64 key_hash = key != Datum(0) ? KeyHash(key) : 0;
+	bool per_key = false; /* the queue's limit per key applies */
 	for (int i = 0; i < ncontrols; i++) {
 		const Control &c = controls[i];
-		if (!Matches(c, queue, job_type))
+		if (!Matches(c, queue, job_type, key))
 			continue;
 		if (c.paused)
 			return !(skipped = true);
 		if (Counted(c)) {
-			if (nlimits == 2 || c.counter < 0)
+			if (nlimits == kMaxLimits || c.counter < 0)
 				return !(skipped = true);
 			limits[nlimits++] = &c;
+			per_key = per_key || (c.max_per_key >= 0 && key_hash != 0);
 		}
 	}
 	if (nlimits == 0)
 		return true;
+	if (per_key && OwnKeyLimit(queue, key))
+		per_key = false;
 	TransactionId xid = GetTopTransactionId();
 	if (ntaken + 2 * nlimits > taken_room) {
 		taken_room = Max(16, taken_room * 2);
@@ -632,8 +766,12 @@ Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token)
 	for (int i = 0; i < nlimits && ok; i++) {
 		const Control &c = *limits[i];
 		ok = CounterIs(c.counter, c.id);
+		if (ok && Placed(c))
+			ok = shared->nfree >= nlimits;
 		if (ok && c.max_running >= 0)
-			ok = shared->counters[c.counter].used < c.max_running && shared->nfree >= nlimits;
+			ok = shared->counters[c.counter].used < c.max_running;
+		if (ok && per_key && c.max_per_key >= 0)
+			ok = KeyUsed(c.counter, key_hash) < c.max_per_key;
 		if (ok && c.rate > 0) {
 			Refill(shared->counters[c.counter], c, now);
 			ok = shared->counters[c.counter].tokens >= 1;
@@ -644,8 +782,8 @@ Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token)
 	if (ok) {
 		for (int i = 0; i < nlimits; i++) {
 			const Control &c = *limits[i];
-			if (c.max_running >= 0) {
-				AddPlace(c.counter, job_id, *token, xid);
+			if (Placed(c)) {
+				AddPlace(c.counter, job_id, *token, xid, key_hash);
 				taken[ntaken++] = Taken{c.counter, job_id, *token, level};
 			}
 			if (c.rate > 0) {
@@ -659,12 +797,48 @@ Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token)
 	return ok;
 }
 
+bool
+KeyBlocked(Datum queue, Datum key)
+{
+	if (shared == nullptr)
+		return false;
+	uint64 key_hash = KeyHash(key);
+	bool own = OwnKeyLimit(queue, key);
+	for (int i = 0; i < ncontrols; i++) {
+		Control &c = controls[i];
+		if (c.job_type != nullptr || !Matches(c, queue, Datum(0), key))
+			continue;
+		/* Not `skipped`: that is about the pick index, which has no keyed job. */
+		if (c.paused || Full(c))
+			return limited_look = true;
+		if (own || c.max_per_key < 0 || c.key != nullptr)
+			continue;
+		/* The queue's limit per key: counted from its places, looked at
+		 * again as a limit without room is (Refresh). */
+		for (int pass = 0;; pass++) {
+			LWLockAcquire(shared->lock, LW_SHARED);
+			bool counted = CounterIs(c.counter, c.id);
+			const Counter &k = shared->counters[Max(c.counter, 0)];
+			bool full = !counted || KeyUsed(c.counter, key_hash) >= c.max_per_key;
+			bool due = counted && (k.dirty || TimestampDifferenceExceeds(k.verified_at, GetCurrentTimestamp(),
+			                                                             kVerifyEveryMs));
+			LWLockRelease(shared->lock);
+			if (!full)
+				break;
+			if (pass > 0 || !due)
+				return limited_look = true;
+			Verify(c.counter, c.id);
+		}
+	}
+	return false;
+}
+
 Datum
 BlockedQueues()
 {
 	int n;
 	Datum names = NamesOf(
-	    [](const Control &c) -> char * { return c.job_type == nullptr && (c.paused || Full(c)) ? c.queue : nullptr; },
+	    [](const Control &c) -> char * { return QueueRow(c) && (c.paused || Full(c)) ? c.queue : nullptr; },
 	    &n);
 	skipped = skipped || n > 0;
 	return names;
@@ -722,7 +896,7 @@ NoteEnded(const char *queue, const char *job_type)
 	int len = strlen(queue);
 	for (int i = 0; i < ncontrols; i++) {
 		const Control &c = controls[i];
-		if (c.max_running >= 0 && c.queue_len == len && memcmp(c.queue, queue, len) == 0) {
+		if (Placed(c) && c.queue_len == len && memcmp(c.queue, queue, len) == 0) {
 			ended_here = true;
 			wake::NoteFreed(queue, job_type);
 			return;

@@ -3,8 +3,11 @@
  * claims.
  *
  * pqrun.queue_control holds the controls: per queue (job_type NULL) a
- * pause, a limit and a rate limit, per (queue, job_type) a limit and a rate
- * limit. A rate limit is a token bucket in shared memory (rate per second,
+ * pause, a limit, a rate limit and a limit for each of its concurrency
+ * keys, per (queue, job_type) and per (queue, concurrency_key) a limit and a
+ * rate limit. A queue whose jobs have keys is marked keyed (at the enqueue
+ * of its first keyed job): its keyed jobs are not in the pick index but in
+ * lanes (pick_lanes.hpp), which pickups of the queue walk. A rate limit is a token bucket in shared memory (rate per second,
  * at most `burst` tokens, full when first used): each claim takes a token,
  * a claim that rolls back gives it back. Each backend keeps a
  * copy, reloaded when a commit that changed the table moves the database's
@@ -50,11 +53,31 @@ bool Prepare(ArrayType *job_types, ArrayType *queues, int32 want);
 bool Blocked(Datum queue, Datum job_type);
 
 /* Reserve takes a place for the claim of job `job_id` with lease `token`
- * in every limit of (queue, job_type), and a token of every rate limit,
- * under one lock: false, taking none, when its queue is paused, a limit is
- * full or a bucket empty. Places and tokens taken by a transaction that
- * rolls back are given back at once. */
-bool Reserve(Datum queue, Datum job_type, int64 job_id, const pg_uuid_t *token);
+ * in every limit of (queue, job_type, key) (key Datum(0): none), and a
+ * token of every rate limit, under one lock: false, taking none, when its
+ * queue is paused, a limit is full or a bucket empty. A place taken in a
+ * queue's limit records the job's key, so that the same places count the
+ * queue's limit per key. Places and tokens taken by a transaction that rolls
+ * back are given back at once. */
+bool Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *token);
+
+/* KeyBlocked answers, after Prepare, whether no job of concurrency key
+ * `key` of `queue` may be claimed now: the queue is paused or full, the
+ * key's own limit or rate limit is, or (without a limit of its own) the
+ * queue's limit per key is. A lane pick asks it before locking a key's job;
+ * Reserve decides. */
+bool KeyBlocked(Datum queue, Datum key);
+
+/* LaneQueues sets *names to the keyed queues the last Prepare's look may
+ * claim from, answering how many (valid until the next Prepare). Known
+ * without shared memory too: keyed jobs are picked from their lanes
+ * whether or not anything is enforced. */
+int LaneQueues(const char *const **names);
+
+/* NoteKeyed marks `queue` keyed in pqrun.queue_control, unless it is,
+ * before a job with a concurrency key is written to it (SPI connected; the
+ * caller runs as the extension's owner). 55000 before the update to 0.10.0. */
+void NoteKeyed(Datum queue);
 
 /* For the SQL picks (after Prepare): the queues no job may be claimed from,
  * the (queue, job_type) pairs no job may be claimed from as PairKey

@@ -13,6 +13,8 @@
 #include "jobs/flow_control.hpp"
 #include "jobs/job_row.hpp"
 #include "jobs/pick_direct.hpp"
+#include "jobs/pick_lanes.hpp"
+#include "jobs/pick_sql.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 #include "pg/boundary.hpp"
@@ -26,20 +28,6 @@
 namespace pqrun::queue {
 
 namespace stmts {
-
-/* Columns of pqrun.jobs, in the view's order (job_row.hpp), from a job_live
- * row a claim updated, and from one a locking pick left as it is. */
-#define LIVE_AS_JOB                                                                                                    \
-	"id, queue, job_type, payload, status, priority, attempts, max_attempts, run_after, timeout_seconds, "             \
-	"locked_at, locked_by, lease_token, dedupe_key, fifo_key, depends_on, last_error, "                                \
-	"NULL::timestamptz, NULL::int, NULL::jsonb, created_at, updated_at" PQRUN_JOB_CONTROLS " "
-#define LOCKED_AS_JOB                                                                                                  \
-	"id, queue, job_type, payload, 'RUNNING'::pqrun.job_status, priority, attempts + 1, max_attempts,"                 \
-	"   run_after, timeout_seconds, $7::timestamptz, $1::text, " PQRUN_LEASE_TOKEN ", dedupe_key, fifo_key,"           \
-	"   depends_on, last_error, NULL::timestamptz, NULL::int, NULL::jsonb, created_at, "                               \
-	"$7::timestamptz" PQRUN_JOB_CONTROLS
-static_assert(job_row::SelectListIs(LIVE_AS_JOB, false, ""), "LIVE_AS_JOB must list job_row::kColumns");
-static_assert(job_row::SelectListIs(LOCKED_AS_JOB, true, ""), "LOCKED_AS_JOB must list job_row::kColumns");
 
 /* Claim the rows `candidates` selects for worker $1 at time `at`. The
  * claimed ids go through an array rather than a join so that the (generic)
@@ -60,8 +48,7 @@ static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set wha
 /* Jobs of queues $8 and of (queue, job_type) pairs $9 (flow_control.hpp's
  * BlockedQueues and BlockedPairs; NULL: none) are not claimed. */
 #define NOT_BLOCKED                                                                                                    \
-	" AND ($8::text[] IS NULL OR queue <> ALL ($8))"                                                                   \
-	" AND ($9::text[] IS NULL OR (pg_catalog.octet_length(queue)::text || ':' || queue || job_type) <> ALL ($9))"
+	" AND ($8::text[] IS NULL OR queue <> ALL ($8))" PQRUN_NOT_BLOCKED_PAIR("$9")
 
 /* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
  * by job types $3 and queues $4, starting at pickup key ($5, $6) =
@@ -70,8 +57,8 @@ static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set wha
  * touches only the rows it returns plus the ones other pickers hold. */
 #define PICK(filter)                                                                                                   \
 	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
-	      " WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter NOT_BLOCKED    \
-	      " ORDER BY (-(priority::bigint)), id"                                                                        \
+	      " WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED " AND ((-(priority::bigint)), id) >= ($5, $6) "     \
+	      filter NOT_BLOCKED " ORDER BY (-(priority::bigint)), id"                                                                        \
 	      " LIMIT $2 FOR UPDATE SKIP LOCKED",                                                                          \
 	      "$7")
 
@@ -84,8 +71,8 @@ static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set wha
 #define LOCK_PICK(filter)                                                                                              \
 	"SELECT " LOCKED_AS_JOB ", ctid"                                                                                   \
 	" FROM pqrun.job_live"                                                                                             \
-	" WHERE status = 'READY' AND NOT delayed AND ((-(priority::bigint)), id) >= ($5, $6) " filter NOT_BLOCKED          \
-	" ORDER BY (-(priority::bigint)), id"                                                                              \
+	" WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED " AND ((-(priority::bigint)), id) >= ($5, $6) " filter     \
+	NOT_BLOCKED " ORDER BY (-(priority::bigint)), id"                                                                              \
 	" LIMIT $2 FOR UPDATE SKIP LOCKED"
 
 spi::Statement kPromoteDue{
@@ -101,9 +88,9 @@ spi::Statement kPromoteDue{
 spi::Statement kReadyExists{
     "ready exists",
     "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
+    PQRUN_UNKEYED
     "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2))"
-    "   AND ($4::text[] IS NULL OR queue <> ALL ($4))"
-    "   AND ($5::text[] IS NULL OR (pg_catalog.octet_length(queue)::text || ':' || queue || job_type) <> ALL ($5)))",
+    "   AND ($4::text[] IS NULL OR queue <> ALL ($4))" PQRUN_NOT_BLOCKED_PAIR("$5") ")",
     5,
     {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}};
 
@@ -122,11 +109,12 @@ spi::Statement kPickTypesQueues{"pick by type and queue", PICK("AND job_type = A
 /* Delayed jobs that fell due and no maintenance round has promoted yet
  * ($5: the clock), claimed directly when no promoted job is left; none of
  * the queues $6 (those with a control, which only a locking pick can
- * enforce: they wait for their promotion). */
+ * enforce: they wait for their promotion) and none with a key (which
+ * wait for their promotion into their lane). */
 spi::Statement kPickDue{
     "pick due",
     CLAIM("SELECT id FROM pqrun.job_live"
-          " WHERE delayed AND run_after <= $5"
+          " WHERE delayed AND run_after <= $5" PQRUN_UNKEYED
           "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) AND ($4::text[] IS NULL OR queue = ANY ($4))"
           "   AND ($6::text[] IS NULL OR queue <> ALL ($6))"
           " ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED",
@@ -190,7 +178,10 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
 	int64 id = DatumGetInt64(values[job_row::kId]);
 	wake::PickKey key = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), id);
-	if (r->gated && !flow_control::Reserve(values[job_row::kQueue], values[job_row::kJobType], id,
+	/* An install before 0.10.0 has no key column (the ctid follows). */
+	bool keyed = r->out_desc->natts > job_row::kConcurrencyKey && !nulls[job_row::kConcurrencyKey];
+	if (r->gated && !flow_control::Reserve(values[job_row::kQueue], values[job_row::kJobType],
+	                                       keyed ? values[job_row::kConcurrencyKey] : Datum(0), id,
 	                                       DatumGetUUIDP(values[job_row::kLeaseToken]))) {
 		/* Only a locking pick may meet a full limit (the others pass over
 		 * every queue with a control). */
@@ -259,15 +250,12 @@ SetBlocked(bool gated, Datum *values, char *nulls)
 	nulls[0] = nulls[1] = gated ? ' ' : 'n';
 }
 
-/* PickInto runs the pick `stmt` into `out`, gathering the rows into
- * `locked` when given, and answers how many it claimed and, in `last` when
- * given, the pickup key of the last one. A locking pick is made by
- * pick_direct.hpp unless it declines. The room for the claims grows with
- * them: a batch size says how many at most, not how many there are. When
+/* StartClaims readies `receiver` to take a pick's rows into `out`,
+ * gathering them into `locked` when given (room for them grows with them:
+ * a batch size says how many at most, not how many there are). When
  * `gated`, each claim takes its places in its limits first. */
-uint64
-PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-         Claims *locked, wake::PickKey *last, bool gated)
+void
+StartClaims(ClaimReceiver *receiver, Tuplestorestate *out, TupleDesc out_desc, Claims *locked, bool gated)
 {
 	int capacity = 16;
 	if (locked) {
@@ -277,18 +265,28 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate
 		locked->ctids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * capacity));
 		locked->count = 0;
 	}
-	ClaimReceiver receiver{};
-	receiver.pub.receiveSlot = pqrun_claim_receive;
-	receiver.pub.rStartup = pqrun_claim_startup;
-	receiver.pub.rShutdown = pqrun_claim_shutdown;
-	receiver.pub.rDestroy = pqrun_claim_shutdown;
-	receiver.pub.mydest = DestTuplestore; /* not DestNone, for which SPI discards the rows */
-	receiver.out = out;
-	receiver.out_desc = out_desc;
-	receiver.locked = locked;
-	receiver.capacity = capacity;
-	receiver.last = wake::PickKey{INT64_MAX, INT64_MAX};
-	receiver.gated = gated;
+	*receiver = ClaimReceiver{};
+	receiver->pub.receiveSlot = pqrun_claim_receive;
+	receiver->pub.rStartup = pqrun_claim_startup;
+	receiver->pub.rShutdown = pqrun_claim_shutdown;
+	receiver->pub.rDestroy = pqrun_claim_shutdown;
+	receiver->pub.mydest = DestTuplestore; /* not DestNone, for which SPI discards the rows */
+	receiver->out = out;
+	receiver->out_desc = out_desc;
+	receiver->locked = locked;
+	receiver->capacity = capacity;
+	receiver->gated = gated;
+}
+
+/* PickInto runs the pick `stmt` into `receiver` and answers how many it
+ * claimed and, in `last` when given, the pickup key of the last one. A
+ * locking pick is made by pick_direct.hpp unless it declines. */
+uint64
+PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *receiver, wake::PickKey *last)
+{
+	Claims *locked = receiver->locked;
+	int before = locked ? locked->count : 0;
+	receiver->last = wake::PickKey{INT64_MAX, INT64_MAX};
 	uint64 n = 0;
 	bool direct = false;
 	if (locked) {
@@ -298,31 +296,55 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate
 		                             nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]),
 		                             {DatumGetInt64(values[4]), DatumGetInt64(values[5])},
 		                             DatumGetTimestampTz(values[6]),
-		                             gated};
+		                             receiver->gated};
 		direct = pick_direct::Pick(
-		    request, out_desc,
+		    request, receiver->out_desc,
 		    [](void *r, const Datum *row, const bool *row_nulls) {
 			    return ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
 		    },
-		    &receiver, &n);
+		    receiver, &n);
 	}
 	if (!direct)
-		n = ExecInto(stmt, values, nulls, &receiver.pub);
-	if (direct && static_cast<uint64>(locked->count) != n)
-		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count);
+		n = ExecInto(stmt, values, nulls, &receiver->pub);
+	if (direct && static_cast<uint64>(locked->count - before) != n)
+		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count - before);
 	/* A locking statement's rows include those a full limit turned away. */
 	if (locked)
-		n = locked->count;
+		n = locked->count - before;
 	if (last)
-		*last = receiver.last;
+		*last = receiver->last;
 	return n;
+}
+
+/* PickLanes claims up to `want` jobs with concurrency keys into
+ * `receiver` (a locking pick's), for the pick arguments `values`. */
+uint64
+PickLanes(const Datum *values, const char *nulls, int32 want, ClaimReceiver *receiver)
+{
+	pick_lanes::Request request{values[0],
+	                            want,
+	                            nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]),
+	                            nulls[8] == 'n' ? Datum(0) : values[8],
+	                            DatumGetTimestampTz(values[6]),
+	                            receiver->gated};
+	pick_lanes::Receiver to{&receiver->pub,
+	                        [](void *r, const Datum *row, const bool *row_nulls) {
+		                        return ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
+	                        },
+	                        receiver,
+	                        receiver->out_desc,
+	                        &receiver->locked->ids,
+	                        &receiver->locked->count};
+	return pick_lanes::Pick(request, to);
 }
 
 /* ClaimOnce claims up to the batch size, appending the claimed rows to
  * `out`. Claims made after waiting are stamped with the clock, others with
  * now(). Only a pickup that will not wait promotes due delayed jobs first
  * (so they take their place in priority order): rows a waiting pickup
- * promoted without claiming would stay locked until its statement ends. */
+ * promoted without claiming would stay locked until its statement ends.
+ * Jobs with concurrency keys (a locking pick's only) are claimed from
+ * their lanes before or after the others, by turns. */
 uint64
 ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
           bool will_wait, bool gated, Claims *locked = nullptr)
@@ -333,20 +355,36 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	if (!waited && !will_wait && wake::DelayedMayBeDue())
 		PromoteDue(job_types, queues, batch_size);
 	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
-	/* Start at the pickup hint, past the dead entries at the head of the
-	 * index that vacuum may not be allowed to remove yet. */
-	wake::PickKey start{INT64_MIN, INT64_MIN};
-	uint64 gen = 0;
-	bool hinted = wake::ReadHint(&start, &gen);
-	values[4] = Int64GetDatum(start.neg_priority);
-	values[5] = Int64GetDatum(start.id);
-	wake::PickKey last;
-	uint64 n = PickInto(stmt, values, nulls, out, out_desc, locked, &last, gated);
-	/* Everything an unfiltered pickup passed on its way to its last claim is
-	 * claimed, dead or held by someone whose rollback lowers the hint again;
-	 * unless it passed over jobs its controls held back. */
-	if (hinted && n > 0 && (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick) && !flow_control::Skipped())
-		wake::RaiseHint(gen, last);
+	ClaimReceiver receiver;
+	StartClaims(&receiver, out, out_desc, locked, gated);
+	const char *const *lane_queues;
+	bool lanes = locked != nullptr && flow_control::LaneQueues(&lane_queues) > 0;
+	static bool lanes_first = false;
+	lanes_first = lanes && !lanes_first;
+	uint64 n = lanes_first ? PickLanes(values, nulls, batch_size, &receiver) : 0;
+
+	if (n < static_cast<uint64>(batch_size)) {
+		/* Start at the pickup hint, past the dead entries at the head of the
+		 * index that vacuum may not be allowed to remove yet. */
+		wake::PickKey start{INT64_MIN, INT64_MIN};
+		uint64 gen = 0;
+		bool hinted = wake::ReadHint(&start, &gen);
+		values[4] = Int64GetDatum(start.neg_priority);
+		values[5] = Int64GetDatum(start.id);
+		values[1] = Int32GetDatum(batch_size - static_cast<int32>(n));
+		wake::PickKey last;
+		uint64 picked = PickInto(stmt, values, nulls, &receiver, &last);
+		values[1] = Int32GetDatum(batch_size);
+		/* Everything an unfiltered pickup passed on its way to its last
+		 * claim is claimed, dead or held by someone whose rollback lowers the
+		 * hint again; unless it passed over jobs its controls held back. */
+		if (hinted && picked > 0 && (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick) &&
+		    !flow_control::Skipped())
+			wake::RaiseHint(gen, last);
+		n += picked;
+	}
+	if (lanes && !lanes_first && n < static_cast<uint64>(batch_size))
+		n += PickLanes(values, nulls, batch_size - static_cast<int32>(n), &receiver);
 
 	/* Nothing promoted left: take delayed jobs that fell due since the last
 	 * maintenance round. */
@@ -358,7 +396,9 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		                       TimestampTzGetDatum(GetCurrentTimestamp()),
 		                       gated ? flow_control::ControlledQueues() : Datum(0)};
 		char due_nulls[7] = {' ', ' ', nulls[2], nulls[3], ' ', gated ? ' ' : 'n', '\0'};
-		n += PickInto(stmts::kPickDue, due_values, due_nulls, out, out_desc, nullptr, nullptr, gated);
+		ClaimReceiver due_receiver;
+		StartClaims(&due_receiver, out, out_desc, nullptr, gated);
+		n += PickInto(stmts::kPickDue, due_values, due_nulls, &due_receiver, nullptr);
 	}
 	return n;
 }
@@ -535,7 +575,9 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	auto gate = [&]() -> spi::Statement & {
 		gated = flow_control::Prepare(job_types, queues, batch_size);
 		SetBlocked(gated, &values[7], &nulls[7]);
-		defer = deferred_claims::ShouldDefer() || gated;
+		/* Keyed jobs are claimed by locking picks only (pick_lanes.hpp). */
+		const char *const *lane_queues;
+		defer = deferred_claims::ShouldDefer() || gated || flow_control::LaneQueues(&lane_queues) > 0;
 		return defer ? (job_types ? (queues ? stmts::kLockPickTypesQueues : stmts::kLockPickTypes)
 		                          : (queues ? stmts::kLockPickQueues : stmts::kLockPick))
 		             : (job_types ? (queues ? stmts::kPickTypesQueues : stmts::kPickTypes)
@@ -577,7 +619,7 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 		          * the operators of whoever set the database's search_path. */
 		    int nest_level = guc::PinSearchPath();
 		    Exec(stmts::kReadyExists, values, nulls, SPI_OK_SELECT);
-		    ready = ColBool(0, 1);
+		    ready = ColBool(0, 1) || pick_lanes::Ready(job_types);
 		    guc::Unpin(nest_level);
 		    return ready;
 	    },

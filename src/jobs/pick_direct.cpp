@@ -26,6 +26,7 @@ constexpr int kOut = job_row::kJobsCount;
 struct Layout {
 	AttrNumber from[kOut]; /* 0 where the value is not a column */
 	AttrNumber status, delayed;
+	AttrNumber key; /* concurrency_key, InvalidAttrNumber before 0.10.0 */
 	Oid status_type, ready, running;
 	Oid queue_collation, job_type_collation;
 };
@@ -55,6 +56,7 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 	}
 	l->status = RequireAttNum(live, "status");
 	l->delayed = RequireAttNum(live, "delayed");
+	l->key = FindAttNum(live, "concurrency_key");
 	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
 	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID)
 		return false;
@@ -65,21 +67,27 @@ FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 	return true;
 }
 
-/* KeyedAsOurs answers whether the first key of `index` is
- * -(priority::bigint) and every READY job that is not delayed satisfies
- * its predicate. An index recreated otherwise would order the jobs another
- * way or miss some, where the SQL statement plans around it. Neither can
- * change without a new index or a new pg_index row, so the answer is kept
- * for the index's version. */
+/* What KeyedAsOurs last answered for one index, and for which version of
+ * it. */
+struct KnownIndex {
+	Oid index = InvalidOid;
+	TransactionId xmin = InvalidTransactionId;
+	bool ours = false;
+};
+
+/* KeyedAsOurs answers whether the only expression of `index` is
+ * -(priority::bigint) and every READY job that is not delayed and whose
+ * concurrency key passes `key_test` (IS NULL: the pick index, IS NOT NULL:
+ * the lanes) satisfies its predicate. An index recreated otherwise would
+ * order the jobs another way or miss some, where the SQL statement plans
+ * around it. Neither can change without a new index or a new pg_index row,
+ * so the answer is kept in `known` for the index's version. */
 bool
-KeyedAsOurs(Relation index, const Layout &l)
+KeyedAsOurs(Relation index, const Layout &l, NullTestType key_test, KnownIndex *known)
 {
-	static Oid known_index = InvalidOid;
-	static TransactionId known_xmin = InvalidTransactionId;
-	static bool known_ours = false;
 	TransactionId xmin = HeapTupleHeaderGetXmin(index->rd_indextuple->t_data);
-	if (RelationGetRelid(index) == known_index && xmin == known_xmin)
-		return known_ours;
+	if (RelationGetRelid(index) == known->index && xmin == known->xmin)
+		return known->ours;
 
 	List *exprs = RelationGetIndexExpressions(index);
 	bool ours = false;
@@ -100,11 +108,19 @@ KeyedAsOurs(Relation index, const Layout &l)
 		                            InvalidOid, InvalidOid);
 		fix_opfuncids(reinterpret_cast<Node *>(ready));
 		Expr *not_delayed = make_notclause(reinterpret_cast<Expr *>(makeVar(1, l.delayed, BOOLOID, -1, InvalidOid, 0)));
-		ours = predicate_implied_by(RelationGetIndexPredicate(index), list_make2(ready, not_delayed), false);
+		List *picked = list_make2(ready, not_delayed);
+		if (l.key != InvalidAttrNumber) {
+			/* Keyed jobs are in their lanes (pick_lanes.hpp), not in the pick index. */
+			NullTest *keyed = makeNode(NullTest);
+			keyed->arg = reinterpret_cast<Expr *>(makeVar(1, l.key, TEXTOID, -1, DEFAULT_COLLATION_OID, 0));
+			keyed->nulltesttype = key_test;
+			keyed->argisrow = false;
+			keyed->location = -1;
+			picked = lappend(picked, keyed);
+		}
+		ours = predicate_implied_by(RelationGetIndexPredicate(index), picked, false);
 	}
-	known_index = RelationGetRelid(index);
-	known_xmin = xmin;
-	known_ours = ours;
+	*known = KnownIndex{RelationGetRelid(index), xmin, ours};
 	return ours;
 }
 
@@ -114,6 +130,7 @@ KeyedAsOurs(Relation index, const Layout &l)
 Relation
 OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
 {
+	static KnownIndex known;
 	Oid index_id = get_relname_relid("job_live_pick", namespace_id);
 	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
 		return nullptr;
@@ -124,7 +141,38 @@ OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
 	            form->indkey.values[1] == l.from[kId] &&
 	            TupleDescAttr(RelationGetDescr(index), 0)->atttypid == INT8OID &&
 	            index->rd_opfamily[0] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[1] == INTEGER_BTREE_FAM_OID &&
-	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l);
+	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && KeyedAsOurs(index, l, IS_NULL, &known);
+	if (ours)
+		return index;
+	index_close(index, RowShareLock);
+	return nullptr;
+}
+
+/* OpenLaneIndex opens job_live_lane when it is pqrun's: a valid btree on
+ * job_live keyed by queue and concurrency_key (text_ops, in job_live's
+ * collations), the ascending negated priority as a bigint (KeyedAsOurs) and
+ * the ascending id, holding every READY job that is not delayed and has a
+ * key. */
+Relation
+OpenLaneIndex(Oid namespace_id, Relation live, const Layout &l)
+{
+	static KnownIndex known;
+	Oid index_id = get_relname_relid("job_live_lane", namespace_id);
+	if (l.key == InvalidAttrNumber || !OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
+		return nullptr;
+	Relation index = index_open(index_id, RowShareLock);
+	const Form_pg_index form = index->rd_index;
+	TupleDesc desc = RelationGetDescr(live);
+	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid && index->rd_rel->relam == BTREE_AM_OID &&
+	            IndexRelationGetNumberOfKeyAttributes(index) == 4 && form->indkey.values[0] == l.from[kQueue] &&
+	            form->indkey.values[1] == l.key && form->indkey.values[2] == 0 &&
+	            form->indkey.values[3] == l.from[kId] && TupleDescAttr(desc, l.key - 1)->atttypid == TEXTOID &&
+	            index->rd_opfamily[0] == TEXT_BTREE_FAM_OID && index->rd_opfamily[1] == TEXT_BTREE_FAM_OID &&
+	            index->rd_opfamily[2] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[3] == INTEGER_BTREE_FAM_OID &&
+	            index->rd_indcollation[0] == l.queue_collation &&
+	            index->rd_indcollation[1] == TupleDescAttr(desc, l.key - 1)->attcollation &&
+	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && index->rd_indoption[2] == 0 &&
+	            index->rd_indoption[3] == 0 && KeyedAsOurs(index, l, IS_NOT_NULL, &known);
 	if (ours)
 		return index;
 	index_close(index, RowShareLock);
@@ -164,6 +212,8 @@ Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &
 	bool isnull;
 	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
 	    DatumGetBool(slot_getattr(slot, l.delayed, &isnull)))
+		return false;
+	if (l.key != InvalidAttrNumber && (slot_getattr(slot, l.key, &isnull), !isnull))
 		return false;
 	wake::PickKey key = wake::KeyOf(DatumGetInt32(slot_getattr(slot, l.from[kPriority], &isnull)),
 	                                DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull)));
@@ -302,6 +352,175 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	index_close(index, NoLock);
 	tables.Close();
 	return true;
+}
+
+/* ---- Lanes ---------------------------------------------------------------- */
+
+struct LaneScan::State {
+	Tables tables;
+	Relation index = nullptr;
+	Layout layout;
+	IndexScanDesc scan = nullptr;
+	TupleTableSlot *seen = nullptr;
+	TupleTableSlot *locked = nullptr;
+	Request request;
+	Filter types{nullptr};
+	Emit emit = nullptr;
+	void *arg = nullptr;
+	const int64 *const *taken = nullptr; /* the ids this pickup locked so far */
+	const int *ntaken = nullptr;
+	Oid key_collation = InvalidOid;
+	/* NextKey left the scan on the first READY row of key `at_key` (in
+	 * `seen`): LockOne of that key starts there instead of descending again. */
+	char *at_key = nullptr;
+};
+
+namespace {
+
+/* LaneRow answers whether the row in `slot` is one a lane pick may lock:
+ * READY, not delayed, with a key, of a wanted type, not held back by a
+ * pause or a full limit of its queue or type, and not locked by this
+ * pickup already (its own lock does not hide it). */
+bool
+LaneRow(const LaneScan::State &st, TupleTableSlot *slot)
+{
+	const Layout &l = st.layout;
+	bool isnull;
+	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
+	    DatumGetBool(slot_getattr(slot, l.delayed, &isnull)) || (slot_getattr(slot, l.key, &isnull), isnull))
+		return false;
+	Datum job_type = slot_getattr(slot, l.from[kJobType], &isnull);
+	if (!st.types.Matches(job_type, l.job_type_collation) ||
+	    (st.request.gated && flow_control::Blocked(slot_getattr(slot, l.from[kQueue], &isnull), job_type)))
+		return false;
+	int64 id = DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull));
+	for (int i = 0; i < *st.ntaken; i++)
+		if ((*st.taken)[i] == id)
+			return false;
+	return true;
+}
+
+/* Rescan starts the lane scan at queue `queue` and key `strategy` `key`
+ * (BTGreaterStrategyNumber: after it; BTEqualStrategyNumber: that lane). */
+void
+Rescan(LaneScan::State &st, Datum queue, StrategyNumber strategy, Datum key)
+{
+	ScanKeyData keys[2];
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, st.layout.queue_collation, F_TEXTEQ,
+	                       queue);
+	ScanKeyEntryInitialize(&keys[1], 0, 2, strategy, InvalidOid, st.key_collation,
+	                       strategy == BTEqualStrategyNumber ? F_TEXTEQ : F_TEXT_GT, key);
+	index_rescan(st.scan, keys, 2, nullptr, 0);
+}
+
+} // namespace
+
+bool
+LaneScan::Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg, const int64 *const *taken,
+               const int *ntaken)
+{
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	auto *st = static_cast<State *>(palloc0(sizeof(State)));
+	if (!OpenTables(namespace_id, RowShareLock, &st->tables, false))
+		return false;
+	if (FindLayout(st->tables.live, out_desc, &st->layout))
+		st->index = OpenLaneIndex(namespace_id, st->tables.live, st->layout);
+	if (st->index == nullptr) {
+		st->tables.Close();
+		return false;
+	}
+	st->request = request;
+	st->types = Filter(request.job_types);
+	st->emit = emit;
+	st->arg = arg;
+	st->taken = taken;
+	st->ntaken = ntaken;
+	st->key_collation = st->index->rd_indcollation[1];
+	/* As Pick: earlier pickups' claims written, a snapshot that sees them. */
+	deferred_claims::WriteAll();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	st->scan = compat::IndexBeginScan(st->tables.live, st->index, GetActiveSnapshot(), 2);
+	st->seen = table_slot_create(st->tables.live, nullptr);
+	st->locked = table_slot_create(st->tables.live, nullptr);
+	state_ = st;
+	return true;
+}
+
+char *
+LaneScan::NextKey(Datum queue, const char *after)
+{
+	State &st = *state_;
+	st.at_key = nullptr;
+	Rescan(st, queue, BTGreaterStrategyNumber, CStringGetTextDatum(after));
+	bool isnull;
+	while (index_getnext_slot(st.scan, ForwardScanDirection, st.seen)) {
+		CHECK_FOR_INTERRUPTS();
+		const Layout &l = st.layout;
+		if (DatumGetObjectId(slot_getattr(st.seen, l.status, &isnull)) != l.ready ||
+		    DatumGetBool(slot_getattr(st.seen, l.delayed, &isnull)))
+			continue;
+		Datum key = slot_getattr(st.seen, l.key, &isnull);
+		if (!isnull)
+			return st.at_key = TextDatumGetCString(key);
+	}
+	return nullptr;
+}
+
+bool
+LaneScan::LockOne(Datum queue, Datum key)
+{
+	State &st = *state_;
+	/* Go on from the row NextKey stopped at, while the rows are the key's;
+	 * else descend to the key's lane. */
+	bool go_on = st.at_key != nullptr && DatumGetBool(DirectFunctionCall2Coll(texteq, st.key_collation,
+	                                                                          CStringGetTextDatum(st.at_key), key));
+	st.at_key = nullptr;
+	if (!go_on)
+		Rescan(st, queue, BTEqualStrategyNumber, key);
+	CommandId cid = GetCurrentCommandId(true);
+	bool isnull;
+	for (bool first = go_on; first || index_getnext_slot(st.scan, ForwardScanDirection, st.seen); first = false) {
+		CHECK_FOR_INTERRUPTS();
+		if (go_on) {
+			Datum seen_key = slot_getattr(st.seen, st.layout.key, &isnull);
+			if (isnull)
+				continue;
+			if (!DatumGetBool(DirectFunctionCall2Coll(texteq, st.key_collation, seen_key, key)))
+				return false; /* past the key's lane */
+		}
+		if (!LaneRow(st, st.seen))
+			continue;
+		/* Passed over as in LockAndEmit. */
+		ItemPointerData tid = st.seen->tts_tid;
+		TM_FailureData tmfd;
+		TM_Result result = table_tuple_lock(st.tables.live, &tid, GetActiveSnapshot(), st.locked, cid,
+		                                    LockTupleExclusive, LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		if (result == TM_Ok && (!tmfd.traversed || LaneRow(st, st.locked))) {
+			/* A row whose limit filled meanwhile stays locked (as a held row). */
+			bool kept = EmitClaim(st.layout, st.request, st.locked, st.emit, st.arg);
+			ExecClearTuple(st.locked);
+			return kept;
+		}
+		ExecClearTuple(st.locked);
+	}
+	return false;
+}
+
+void
+LaneScan::Close()
+{
+	State *st = state_;
+	if (st == nullptr)
+		return;
+	state_ = nullptr;
+	ExecDropSingleTupleTableSlot(st->locked);
+	ExecDropSingleTupleTableSlot(st->seen);
+	index_endscan(st->scan);
+	PopActiveSnapshot();
+	index_close(st->index, NoLock);
+	st->tables.Close();
 }
 
 } // namespace pqrun::pick_direct

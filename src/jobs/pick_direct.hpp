@@ -46,4 +46,34 @@ using Emit = bool (*)(void *arg, const Datum *values, const bool *nulls);
  * false, having locked and emitted nothing, when the SQL path must pick. */
 bool Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *count);
 
+/* LaneScan walks job_live_lane below the executor for a pickup's jobs with
+ * concurrency keys (pick_lanes.cpp decides which lanes, in which order),
+ * under one snapshot taken when it opens, as Pick does. */
+class LaneScan {
+  public:
+	struct State;
+
+	/* Open answers false, with nothing open, when the SQL path must pick
+	 * (as Pick, or job_live_lane is not the index pqrun created). Of
+	 * `request`, its worker, job types, time and gated are used. Jobs whose
+	 * ids are among the *ntaken in *taken (this pickup's so far) are passed
+	 * over. */
+	bool Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg, const int64 *const *taken,
+	          const int *ntaken);
+
+	/* NextKey answers the first key after `after` of `queue`'s lanes that
+	 * holds a READY job, or nullptr. */
+	char *NextKey(Datum queue, const char *after);
+
+	/* LockOne locks the first job of lane (queue, key) in pickup order that
+	 * it may and emits it, answering emit's answer (false when none). */
+	bool LockOne(Datum queue, Datum key);
+
+	/* Close ends what Open began (an error's abort does as well). */
+	void Close();
+
+  private:
+	State *state_ = nullptr;
+};
+
 } // namespace pqrun::pick_direct

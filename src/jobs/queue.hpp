@@ -26,6 +26,7 @@ enum EnqueueArg {
 	kQueue,
 	kDependsOn,
 	kFifoKey,
+	kConcurrencyKey,
 	kEnqueueArgCount
 };
 

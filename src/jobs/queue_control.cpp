@@ -11,46 +11,81 @@ namespace stmts {
 
 spi::Statement kPause{"pause queue",
                       "INSERT INTO pqrun.queue_control AS c (queue, paused) VALUES ($1, true)"
-                      " ON CONFLICT (queue, job_type) DO UPDATE SET paused = true, updated_at = pg_catalog.now()"
+                      " ON CONFLICT (queue, job_type" PQRUN_JOB_KEY ") DO UPDATE SET paused = true,"
+                      "   updated_at = pg_catalog.now()"
                       " WHERE NOT c.paused RETURNING 1",
                       1,
                       {TEXTOID}};
 
 spi::Statement kResume{"resume queue",
                        "UPDATE pqrun.queue_control SET paused = false, updated_at = pg_catalog.now()"
-                       " WHERE queue = $1 AND job_type IS NULL AND paused RETURNING 1",
+                       " WHERE queue = $1 AND job_type IS NULL" PQRUN_UNKEYED " AND paused RETURNING 1",
                        1,
                        {TEXTOID}};
 
 spi::Statement kSetLimit{"set limit",
                          "INSERT INTO pqrun.queue_control AS c (queue, job_type, max_running) VALUES ($1, $2, $3)"
-                         " ON CONFLICT (queue, job_type) DO UPDATE SET max_running = $3, updated_at = pg_catalog.now()",
+                         " ON CONFLICT (queue, job_type" PQRUN_JOB_KEY ") DO UPDATE SET max_running = $3,"
+                         "   updated_at = pg_catalog.now()",
                          3,
                          {TEXTOID, TEXTOID, INT4OID}};
 
 spi::Statement kRemoveLimit{"remove limit",
                             "UPDATE pqrun.queue_control SET max_running = NULL, updated_at = pg_catalog.now()"
-                            " WHERE queue = $1 AND job_type IS NOT DISTINCT FROM $2 AND max_running IS NOT NULL",
+                            " WHERE queue = $1 AND job_type IS NOT DISTINCT FROM $2" PQRUN_UNKEYED
+                            "   AND max_running IS NOT NULL",
                             2,
                             {TEXTOID, TEXTOID}};
 
 spi::Statement kSetRate{"set rate",
                         "INSERT INTO pqrun.queue_control AS c (queue, job_type, rate, burst) VALUES ($1, $2, $3, $4)"
-                        " ON CONFLICT (queue, job_type) DO UPDATE SET rate = $3, burst = $4,"
+                        " ON CONFLICT (queue, job_type" PQRUN_JOB_KEY ") DO UPDATE SET rate = $3, burst = $4,"
                         "   updated_at = pg_catalog.now()",
                         4,
                         {TEXTOID, TEXTOID, FLOAT8OID, INT4OID}};
 
 spi::Statement kRemoveRate{"remove rate",
                            "UPDATE pqrun.queue_control SET rate = NULL, burst = NULL, updated_at = pg_catalog.now()"
-                           " WHERE queue = $1 AND job_type IS NOT DISTINCT FROM $2 AND rate IS NOT NULL",
+                           " WHERE queue = $1 AND job_type IS NOT DISTINCT FROM $2" PQRUN_UNKEYED
+                           "   AND rate IS NOT NULL",
                            2,
                            {TEXTOID, TEXTOID}};
 
-/* A row that neither pauses nor limits anything goes. */
+/* A key's own limit (from 0.10.0, as the two below). */
+spi::Statement kSetKeyLimit{"set key limit",
+                            "INSERT INTO pqrun.queue_control AS c (queue, concurrency_key, max_running)"
+                            " VALUES ($1, $2, $3) ON CONFLICT (queue, job_type, concurrency_key)"
+                            " DO UPDATE SET max_running = $3, updated_at = pg_catalog.now()",
+                            3,
+                            {TEXTOID, TEXTOID, INT4OID}};
+
+spi::Statement kRemoveKeyLimit{"remove key limit",
+                               "UPDATE pqrun.queue_control SET max_running = NULL, updated_at = pg_catalog.now()"
+                               " WHERE queue = $1 AND job_type IS NULL AND concurrency_key = $2"
+                               "   AND max_running IS NOT NULL",
+                               2,
+                               {TEXTOID, TEXTOID}};
+
+/* A queue's limit for each key without one of its own ($2 unused). */
+spi::Statement kSetPerKey{"set limit per key",
+                          "INSERT INTO pqrun.queue_control AS c (queue, max_running_per_key) VALUES ($1, $3)"
+                          " ON CONFLICT (queue, job_type, concurrency_key)"
+                          " DO UPDATE SET max_running_per_key = $3, updated_at = pg_catalog.now()",
+                          3,
+                          {TEXTOID, TEXTOID, INT4OID}};
+
+spi::Statement kRemovePerKey{"remove limit per key",
+                             "UPDATE pqrun.queue_control SET max_running_per_key = NULL, updated_at = pg_catalog.now()"
+                             " WHERE queue = $1 AND $2::text IS NULL AND job_type IS NULL AND concurrency_key IS NULL"
+                             "   AND max_running_per_key IS NOT NULL",
+                             2,
+                             {TEXTOID, TEXTOID}};
+
+/* A row that neither pauses nor limits anything goes (unless it marks a
+ * keyed queue, whose pickups must walk its lanes). */
 spi::Statement kForgetIdle{"forget idle control",
                            "DELETE FROM pqrun.queue_control WHERE queue = $1 AND NOT paused AND max_running IS NULL"
-                           "   AND rate IS NULL",
+                           "   AND rate IS NULL" PQRUN_IDLE_KEYS,
                            1,
                            {TEXTOID}};
 
@@ -100,6 +135,17 @@ SetLimit(text *queue, text *job_type, int32 max_running)
 	Datum values[3] = {PointerGetDatum(queue), PointerGetDatum(job_type), Int32GetDatum(max_running)};
 	char nulls[4] = {' ', job_type ? ' ' : 'n', ' ', '\0'};
 	Change(max_running >= 0, stmts::kSetLimit, stmts::kRemoveLimit, values, nulls);
+}
+
+void
+SetKeyLimit(text *queue, text *key, int32 max_running)
+{
+	Datum values[3] = {PointerGetDatum(queue), PointerGetDatum(key), Int32GetDatum(max_running)};
+	char nulls[4] = {' ', key ? ' ' : 'n', ' ', '\0'};
+	if (key)
+		Change(max_running >= 0, stmts::kSetKeyLimit, stmts::kRemoveKeyLimit, values, nulls);
+	else
+		Change(max_running >= 0, stmts::kSetPerKey, stmts::kRemovePerKey, values, nulls);
 }
 
 void

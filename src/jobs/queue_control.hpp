@@ -21,6 +21,11 @@ bool Pause(text *queue, bool paused);
  * nullptr) to `max_running`, or removes it when max_running < 0. */
 void SetLimit(text *queue, text *job_type, int32 max_running);
 
+/* SetKeyLimit sets the limit of concurrency key `key` of `queue`, or when
+ * key is nullptr the queue's limit for each of its keys without one of their
+ * own; max_running < 0 removes it. */
+void SetKeyLimit(text *queue, text *key, int32 max_running);
+
 /* SetRate sets the rate limit of `queue` (of `job_type` in it, when not
  * nullptr) to `per_second` with `burst`, or removes it when per_second <= 0. */
 void SetRate(text *queue, text *job_type, double per_second, int32 burst);

@@ -18,7 +18,14 @@ constexpr Addition kAdditions[] = {
     {"_backend_started", PQRUN_CLEAR_HOLDER_STARTED, ""},
     {"_backend_started", PQRUN_SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
     {"_backend_started", PQRUN_SAME_HOLDER_STARTED, ""},
-    {"release", PQRUN_JOB_CONTROLS, ""},
+    /* Before PQRUN_JOB_KEY, which is part of PQRUN_CONTROL_KEYS. */
+    {"set_key_limit", PQRUN_CONTROL_KEYS, ", NULL::text, NULL::int, false"},
+    {"set_key_limit", PQRUN_JOB_KEY, ""},
+    {"set_key_limit", PQRUN_ENQUEUE_KEY, ""},
+    {"set_key_limit", PQRUN_CANCELLED_KEY, ""},
+    {"set_key_limit", PQRUN_UNKEYED, ""},
+    {"set_key_limit", PQRUN_IDLE_KEYS, ""},
+    {"release", PQRUN_JOB_PROGRESS, ""},
     {"release", PQRUN_SET_PROGRESS, ""},
 };
 

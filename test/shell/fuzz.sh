@@ -318,7 +318,8 @@ INSERT INTO fuzz.allowed VALUES
 	('schedule', '{22023,54000}'), ('unschedule', '{22023}'), ('cron_next', '{22023,22008}'),
 	('grant_producer', '{22023}'), ('grant_worker', '{22023}'), ('grant_monitor', '{22023}'),
 	('metrics', '{}'), ('pause_queue', '{22023}'), ('resume_queue', '{22023}'),
-	('set_concurrency_limit', '{22023}'), ('set_rate_limit', '{22023}'), ('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
+	('set_concurrency_limit', '{22023}'), ('set_rate_limit', '{22023}'), ('set_key_limit', '{22023}'),
+	('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
 
 /* A case: statements run in order in one subtransaction (placeholders
  * {name} and {name.tok} are the seed's ids and lease tokens); expect 'ok' or
@@ -675,6 +676,21 @@ SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', '-Inf
 SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', 1, -1)$$, '22023');
 SELECT fuzz.add('set_rate_limit', $$SELECT pqrun.set_rate_limit('default', 1e-300, 1)$$, 'ok');
 SELECT fuzz.add('resume_queue', $$SELECT pqrun.resume_queue('never paused')$$, 'ok');
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.enqueue('fz', queue => 'fz-keys', concurrency_key => 'k');; SELECT pqrun.enqueue('fz', queue => 'fz-keys', concurrency_key => 'k');; SELECT pqrun.set_key_limit('fz-keys', 1);; SELECT count(*) FROM pqrun.pickup('fz-flow', queues => ARRAY['fz-keys'], batch_size => 100)$$, 'ok',
+	post => $$(SELECT count(*) = 1 FROM pqrun.job_live WHERE locked_by = 'fz-flow' AND queue = 'fz-keys')$$);
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.set_key_limit('default', 10000, 'k');; SELECT pqrun.set_key_limit('default', NULL, 'k')$$, 'ok',
+	post => $$(SELECT count(*) = 0 FROM pqrun.queue_control)$$);
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.set_key_limit('default', 10001)$$, '22023');
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.set_key_limit('default', -1, 'k')$$, '22023');
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.set_key_limit('default', 1, '')$$, '22023');
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.set_key_limit('default', 1, repeat('k', 1001))$$, '22023');
+SELECT fuzz.add('set_key_limit', $$SELECT pqrun.set_key_limit(repeat('q', 1001), 1)$$, '22023');
+SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', concurrency_key => 'tenant')$$, 'ok',
+	post => $$(SELECT keyed FROM pqrun.queue_control WHERE queue = 'default' AND job_type IS NULL AND concurrency_key IS NULL)$$);
+SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', concurrency_key => '')$$, '22023');
+SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', concurrency_key => repeat('k', 1001))$$, '22023');
+SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "concurrency_key": "k"}, {"job_type": "fz", "concurrency_key": ""}]')$$, '22023');
+SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "concurrency_key": ["k"]}]')$$, '22023');
 SELECT fuzz.add('release', $$SELECT pqrun.release({run1}, {run1.tok})$$, 'ok',
 	post => $$(SELECT status = 'READY' AND attempts = 0 FROM pqrun.jobs WHERE id = {run1})$$);
 SELECT fuzz.add('release', $$SELECT pqrun.release({fifo1})$$, 'ok',

@@ -41,11 +41,18 @@ FIFO_SHARE = float(os.environ.get("PQRUN_STRESS_FIFO_SHARE", "0.2"))
 # q2, and on job type c in the default queue.
 Q2_LIMIT = 3
 C_LIMIT = 4
+# A share of the jobs go to queue kq with a concurrency key (its lanes,
+# pick_lanes.hpp): at most KEY_LIMIT of each key RUNNING, key k1 at most
+# K1_LIMIT (pqrun.set_key_limit).
+KEY_SHARE = float(os.environ.get("PQRUN_STRESS_KEY_SHARE", "0.2"))
+KEYS = ["k1", "k2", "k3", "k4"]
+KEY_LIMIT = 2
+K1_LIMIT = 1
 N_PRODUCERS = 3
 N_CONSUMERS = 10
 N_DRAINERS = 4
 TYPES = ["a", "b", "c"]
-QUEUES = ["default", "q2"]
+QUEUES = ["default", "q2", "kq"]
 T0 = time.monotonic()
 
 IDLE = pq.TransactionStatus.IDLE
@@ -296,11 +303,14 @@ class Producer(Client):
         r = self.rnd
         delay = r.uniform(0.05, 0.5) if r.random() < 0.1 else 0
         run_after = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=delay)
+        keyed = r.random() < KEY_SHARE
+        queue = "kq" if keyed else "q2" if r.random() < 0.2 else "default"
         return {"job_type": r.choice(TYPES), "payload": {"p": self.cname, "n": self.seq},
-                "priority": r.choice([0, 0, 1, 2]), "queue": "q2" if r.random() < 0.2 else "default",
+                "priority": r.choice([0, 0, 1, 2]), "queue": queue,
                 "max_attempts": 1000, "timeout_seconds": 1 if r.random() < 0.1 else None,
                 "run_after": run_after.isoformat() if delay else None,
-                "fifo_key": f"f{r.randint(1, 3)}" if r.random() < FIFO_SHARE else None}
+                "fifo_key": f"f{r.randint(1, 3)}" if r.random() < FIFO_SHARE else None,
+                "concurrency_key": r.choice(KEYS) if keyed else None}
 
     def main(self):
         r = self.rnd
@@ -340,10 +350,11 @@ class Producer(Client):
                     for j in jobs:
                         ids += [self.q("SELECT pqrun.enqueue(%s, %s::jsonb, priority => %s, queue => %s, "
                                        "max_attempts => %s, timeout_seconds => %s, "
-                                       "run_after => coalesce(%s::timestamptz, now()), fifo_key => %s)",
+                                       "run_after => coalesce(%s::timestamptz, now()), fifo_key => %s, "
+                                       "concurrency_key => %s)",
                                        (j["job_type"], json.dumps(j["payload"]), j["priority"], j["queue"],
                                         j["max_attempts"], j["timeout_seconds"], j["run_after"],
-                                        j["fifo_key"]))[0][0]]
+                                        j["fifo_key"], j["concurrency_key"]))[0][0]]
                 else:
                     ids = [row[0] for row in self.q("SELECT pqrun.enqueue_batch(%s::jsonb)", (json.dumps(jobs),))]
                 if rollback:
@@ -389,7 +400,7 @@ class Consumer(Client):
     def filters(self):
         r = self.rnd
         types = r.choice([None, ["a"], ["a", "b"], ["b", "c"], ["c"], TYPES])
-        queues = r.choice([None, None, None, ["q2"], ["default"]])
+        queues = r.choice([None, None, None, ["q2"], ["default"], ["kq"], ["default", "kq"]])
         return types, queues
 
     def handout(self, row, path, state):
@@ -878,6 +889,8 @@ def main():
 
     mon.execute("SELECT pqrun.set_concurrency_limit('q2', %s)", (Q2_LIMIT,))
     mon.execute("SELECT pqrun.set_concurrency_limit('default', %s, 'c')", (C_LIMIT,))
+    mon.execute("SELECT pqrun.set_key_limit('kq', %s)", (KEY_LIMIT,))
+    mon.execute("SELECT pqrun.set_key_limit('kq', %s, 'k1')", (K1_LIMIT,))
 
     # 1. chaos
     producers = run_threads([Producer(i, SEED * 100 + i) for i in range(N_PRODUCERS)])
@@ -892,24 +905,30 @@ def main():
     at_limit = collections.Counter()
     while time.monotonic() < end:
         time.sleep(0.25)
-        sleeping, ready, q2, c = mon.execute(
+        sleeping, ready, q2, c, k1, busiest = mon.execute(
             "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "          AND wait_event_type = 'Extension' AND application_name ~ '^stress_c'), "
             "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed "
-            "           AND queue <> 'q2' AND (queue, job_type) <> ('default', 'c')), "
+            "           AND queue NOT IN ('q2', 'kq') AND (queue, job_type) <> ('default', 'c')), "
             "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = 'q2'), "
             "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = 'default' "
-            "           AND job_type = 'c')").fetchone()
+            "           AND job_type = 'c'), "
+            "       (SELECT count(*) FROM pqrun.job_live WHERE status = 'RUNNING' AND queue = 'kq' "
+            "           AND concurrency_key = 'k1'), "
+            "       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM pqrun.job_live "
+            "           WHERE status = 'RUNNING' AND queue = 'kq' AND concurrency_key <> 'k1' "
+            "           GROUP BY concurrency_key) k)").fetchone()
         samples += 1
         most = max(most, sleeping)
         surplus += sleeping > ready
-        for name, running, limit in (("q2", q2, Q2_LIMIT), ("c", c, C_LIMIT)):
+        for name, running, limit in (("q2", q2, Q2_LIMIT), ("c", c, C_LIMIT), ("k1", k1, K1_LIMIT),
+                                     ("each key", busiest, KEY_LIMIT)):
             at_limit[name] += running == limit
             if running > limit:
                 violation("concurrency limit exceeded", f"{running} jobs of {name} RUNNING, limit {limit}")
     print(f"stress: up to {most} consumers asleep in a long poll at once; more sleepers than runnable jobs "
           f"in {surplus} of {samples} samples; at the limit of q2 in {at_limit['q2']}, of type c in "
-          f"{at_limit['c']}")
+          f"{at_limit['c']}, of key k1 in {at_limit['k1']}, of another key in {at_limit['each key']}")
     if most < 3 or surplus == 0:
         violation("too few waiters", f"up to {most} waiters at once, more than jobs in {surplus} samples")
     if at_limit["q2"] == 0:

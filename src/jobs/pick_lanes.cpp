@@ -1,0 +1,213 @@
+/* src/jobs/pick_lanes.cpp — claiming jobs that have a concurrency key
+ * (pick_lanes.hpp). */
+#include "jobs/pick_lanes.hpp"
+
+#include "jobs/flow_control.hpp"
+#include "jobs/pick_direct.hpp"
+#include "jobs/pick_sql.hpp"
+#include "pg/spi_plans.hpp"
+#include "pg/spi_rows.hpp"
+
+namespace pqrun::pick_lanes {
+
+namespace stmts {
+
+#define IN_LANE "status = 'READY' AND NOT delayed AND concurrency_key IS NOT NULL"
+
+/* The first key after $2 in queue $1's lanes with a READY job ('' comes
+ * before every key: enqueue refuses an empty one). One descent of
+ * job_live_lane; the rows of the keys it passes are not read. */
+spi::Statement kNextKey{"next lane key",
+                        "SELECT concurrency_key FROM pqrun.job_live"
+                        " WHERE " IN_LANE " AND queue = $1 AND concurrency_key > $2"
+                        " ORDER BY concurrency_key LIMIT 1",
+                        2,
+                        {TEXTOID, TEXTOID}};
+
+/* Lock up to $2 jobs of lane ($4, $5) in pickup order, of job types $3,
+ * none of the blocked pairs $6, for worker $1 at time $7 (LOCKED_AS_JOB);
+ * none of the jobs $8 this pickup locked already, which its own lock does
+ * not hide (their claims are written when the pickup ends). */
+spi::Statement kLockLane{"lock lane",
+                         "SELECT " LOCKED_AS_JOB ", ctid FROM pqrun.job_live"
+                         " WHERE " IN_LANE " AND queue = $4 AND concurrency_key = $5"
+                         "   AND ($3::text[] IS NULL OR job_type = ANY ($3))" PQRUN_NOT_BLOCKED_PAIR("$6")
+                         "   AND id <> ALL ($8)"
+                         " ORDER BY (-(priority::bigint)), id LIMIT $2 FOR UPDATE SKIP LOCKED",
+                         8,
+                         {TEXTOID, INT4OID, TEXTARRAYOID, TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID,
+                          INT8ARRAYOID}};
+
+/* Whether lane ($1, $2) holds a READY job of job types $3. */
+spi::Statement kLaneHasJob{"lane has job",
+                           "SELECT 1 FROM pqrun.job_live WHERE " IN_LANE " AND queue = $1 AND concurrency_key = $2"
+                           "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) LIMIT 1",
+                           3,
+                           {TEXTOID, TEXTOID, TEXTARRAYOID}};
+
+#undef IN_LANE
+
+} // namespace stmts
+
+namespace {
+
+/* Where this backend's last claim from each keyed queue's lanes was: the
+ * next pickup starts at the key after it. A few queues suffice; an entry
+ * for a queue not used lately is given to the next one. */
+struct Cursor {
+	char *queue; /* nullptr: unused */
+	char *key;
+};
+constexpr int kCursors = 16;
+Cursor cursors[kCursors];
+int next_victim = 0;
+
+Cursor &
+CursorOf(const char *queue)
+{
+	for (Cursor &c : cursors)
+		if (c.queue != nullptr && strcmp(c.queue, queue) == 0)
+			return c;
+	Cursor &c = cursors[next_victim];
+	next_victim = (next_victim + 1) % kCursors;
+	if (c.queue)
+		pfree(c.queue);
+	if (c.key)
+		pfree(c.key);
+	c.queue = MemoryContextStrdup(TopMemoryContext, queue);
+	c.key = nullptr;
+	return c;
+}
+
+void
+MoveCursor(Cursor &c, const char *key)
+{
+	if (c.key)
+		pfree(c.key);
+	c.key = MemoryContextStrdup(TopMemoryContext, key);
+}
+
+/* NextKey answers the first key of `queue`'s lanes after `after`, or
+ * nullptr (through SQL). */
+char *
+NextKey(Datum queue, const char *after)
+{
+	Datum values[2] = {queue, CStringGetTextDatum(after)};
+	if (spi::Exec(stmts::kNextKey, values, nullptr, SPI_OK_SELECT, 1) == 0)
+		return nullptr;
+	return spi::ColText(0, 1);
+}
+
+/* Walk visits the keys of `queue`'s lanes in turn from the one after
+ * `start` (nullptr: the first), wrapping around, calling visit(key) for
+ * each, which answers whether it claimed; next_key(queue, after) finds
+ * them. Stops when `enough`() or when a whole round of keys claimed
+ * nothing. */
+template <typename NextKeyOf, typename Visit, typename Enough>
+void
+Walk(Datum queue, const char *start, NextKeyOf next_key, Visit visit, Enough enough)
+{
+	const char *after = start ? start : "";
+	char *idle_since = nullptr; /* the first key of the current run of visits that claimed nothing */
+	int idle_wraps = 0;         /* times the run went around the end of the lanes */
+	while (!enough()) {
+		CHECK_FOR_INTERRUPTS();
+		char *key = next_key(queue, after);
+		if (key == nullptr) {
+			/* The end of the lanes: around again from the first key, unless
+			 * there is none, or a run without claims already went around
+			 * once (its first key may have emptied meanwhile). */
+			if (after[0] == '\0' || (idle_since != nullptr && ++idle_wraps > 1))
+				return;
+			after = "";
+			continue;
+		}
+		if (idle_since != nullptr && strcmp(idle_since, key) == 0)
+			return; /* a whole round without a claim */
+		if (visit(key)) {
+			idle_since = nullptr;
+			idle_wraps = 0;
+		} else if (idle_since == nullptr) {
+			idle_since = key;
+		}
+		after = key;
+	}
+}
+
+} // namespace
+
+uint64
+Pick(const Request &r, const Receiver &to)
+{
+	const char *const *queues;
+	int nqueues = flow_control::LaneQueues(&queues);
+	int before = *to.claimed;
+	if (nqueues == 0)
+		return 0;
+	/* Below the executor when pick_direct.hpp can, else through SQL. */
+	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
+	pick_direct::LaneScan scan;
+	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
+	auto next_key = [&](Datum queue, const char *after) {
+		return direct ? scan.NextKey(queue, after) : NextKey(queue, after);
+	};
+	for (int q = 0; q < nqueues && *to.claimed - before < r.want; q++) {
+		Datum queue = CStringGetTextDatum(queues[q]);
+		Cursor &cursor = CursorOf(queues[q]);
+		Walk(
+		    queue, cursor.key, next_key,
+		    [&](const char *key) {
+			    Datum key_text = CStringGetTextDatum(key);
+			    if (flow_control::KeyBlocked(queue, key_text))
+				    return false;
+			    int had = *to.claimed;
+			    if (direct) {
+				    scan.LockOne(queue, key_text);
+			    } else {
+				    Datum values[8] = {r.worker,
+				                       Int32GetDatum(1),
+				                       PointerGetDatum(r.job_types),
+				                       queue,
+				                       key_text,
+				                       r.blocked_pairs,
+				                       TimestampTzGetDatum(r.at),
+				                       spi::Int8Array(*to.claimed_ids, *to.claimed)};
+				    char nulls[9] = {' ', ' ', r.job_types ? ' ' : 'n', ' ', ' ', r.blocked_pairs ? ' ' : 'n',
+				                     ' ', ' ', '\0'};
+				    spi::ExecInto(stmts::kLockLane, values, nulls, to.dest);
+			    }
+			    if (*to.claimed == had)
+				    return false;
+			    MoveCursor(cursor, key);
+			    return true;
+		    },
+		    [&] { return *to.claimed - before >= r.want; });
+	}
+	if (direct)
+		scan.Close();
+	return *to.claimed - before;
+}
+
+bool
+Ready(ArrayType *job_types)
+{
+	const char *const *queues;
+	int nqueues = flow_control::LaneQueues(&queues);
+	bool ready = false;
+	for (int q = 0; q < nqueues && !ready; q++) {
+		Datum queue = CStringGetTextDatum(queues[q]);
+		Walk(
+		    queue, nullptr, NextKey,
+		    [&](const char *key) {
+			    Datum values[3] = {queue, CStringGetTextDatum(key), PointerGetDatum(job_types)};
+			    char nulls[4] = {' ', ' ', job_types ? ' ' : 'n', '\0'};
+			    ready = !flow_control::KeyBlocked(queue, values[1]) &&
+			            spi::Exec(stmts::kLaneHasJob, values, nulls, SPI_OK_SELECT, 1) > 0;
+			    return ready;
+		    },
+		    [&] { return ready; });
+	}
+	return ready;
+}
+
+} // namespace pqrun::pick_lanes

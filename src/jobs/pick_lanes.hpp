@@ -1,0 +1,54 @@
+/* src/jobs/pick_lanes.hpp — claiming jobs that have a concurrency key.
+ *
+ * A keyed job is not in the pick index but in its lane: job_live_lane,
+ * ordered by (queue, concurrency_key, -priority, id). A pickup walks the
+ * lanes of each keyed queue it may claim from (flow_control::LaneQueues) key
+ * by key, one job per key in turn, from the key after the one this backend
+ * last claimed from in that queue, around to where it began, until it has
+ * what it wants or a whole round claimed nothing. Finding the next key is
+ * one index descent; a key at its limit (flow_control::KeyBlocked) is
+ * passed over before any of its jobs is read, so one key's backlog costs
+ * the other keys nothing and cannot starve them.
+ */
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace pqrun::pick_lanes {
+
+/* What a pickup asks of the lanes: up to `want` jobs of `job_types`
+ * (nullptr: any), none of the (queue, job_type) pairs `blocked_pairs`
+ * (flow_control::BlockedPairs, Datum(0): none), claimed at `at` by `worker`
+ * (text); `gated` when flow controls apply (flow_control::Prepare). */
+struct Request {
+	Datum worker;
+	int32 want;
+	ArrayType *job_types;
+	Datum blocked_pairs;
+	TimestampTz at;
+	bool gated;
+};
+
+/* Where the locked jobs go, as the locking pick's rows (pqrun.jobs
+ * columns, then ctid): `dest` for the SQL statements, emit(arg, ...) below
+ * the executor (pick_direct.hpp); either keeps the ids of the jobs it
+ * keeps in *claimed_ids and counts them in *claimed (a row whose limit
+ * filled meanwhile is not kept). */
+struct Receiver {
+	DestReceiver *dest;
+	bool (*emit)(void *arg, const Datum *values, const bool *nulls);
+	void *arg;
+	TupleDesc out_desc;
+	const int64 *const *claimed_ids;
+	const int *claimed;
+};
+
+/* Pick locks the jobs of `request` (after flow_control::Prepare) and hands
+ * them to `to`, answering how many were kept. */
+uint64 Pick(const Request &request, const Receiver &to);
+
+/* Ready answers whether a lane of the last Prepare's keyed queues holds a
+ * READY job of `job_types` (nullptr: any) whose key has room (await_jobs). */
+bool Ready(ArrayType *job_types);
+
+} // namespace pqrun::pick_lanes
