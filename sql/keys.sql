@@ -41,6 +41,19 @@ SELECT id, concurrency_key FROM pqrun.pickup('w', queues => ARRAY['rr'], batch_s
 SELECT id, concurrency_key FROM pqrun.pickup('w', queues => ARRAY['rr'], batch_size => 1);
 SELECT id, concurrency_key FROM pqrun.pickup('w', queues => ARRAY['rr'], batch_size => 5);
 SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'rr';
+-- Within a key, pickup order holds past the jobs already claimed (a
+-- session starts a lane's scan past its claimed head): a job of higher
+-- priority enqueued later, and one given back, come first.
+SELECT count(pqrun.enqueue('a', queue => 'po', concurrency_key => 'x')) FROM generate_series(1, 3);
+SELECT id, lease_token AS lease FROM pqrun.pickup('w', queues => ARRAY['po']) \gset
+SELECT id - :id AS second FROM pqrun.pickup('w', queues => ARRAY['po']);
+SELECT pqrun.enqueue('a', queue => 'po', concurrency_key => 'x', priority => 5) - :id AS urgent;
+SELECT id - :id AS next, priority FROM pqrun.pickup('w', queues => ARRAY['po']);
+SELECT pqrun.release(:id, :'lease');
+SELECT id - :id AS next, priority FROM pqrun.pickup('w', queues => ARRAY['po']);
+SELECT id - :id AS next, priority FROM pqrun.pickup('w', queues => ARRAY['po']);
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => ARRAY['po']);
+SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'po';
 
 -- 4. A limit per key: no key runs more than its limit, whatever the batch
 -- size; a key's own limit replaces it for that key; jobs without a key are

@@ -112,7 +112,7 @@ NoteFinished(JobStatus status, uint64 row = 0)
 	int64 duration_ms = isnull ? 0 : (GetCurrentTransactionStartTimestamp() - DatumGetTimestampTz(locked_at)) / 1000;
 	const char *queue = ColText(row, 3), *job_type = ColText(row, 4);
 	stats::JobFinished(queue, job_type, finished, duration_ms);
-	flow_control::NoteEnded(queue, job_type);
+	flow_control::NoteEnded(queue, job_type, ColInt64(row, 7));
 }
 
 /* NoteMoved counts a job finish_direct moved to job_done as `status`. */
@@ -122,7 +122,7 @@ NoteMoved(const finish_direct::Moved &moved, JobStatus status)
 	stats::Finished finished;
 	if (stats::FinishedOf(status, &finished)) {
 		stats::JobFinished(moved.queue, moved.job_type, finished, moved.duration_ms);
-		flow_control::NoteEnded(moved.queue, moved.job_type);
+		flow_control::NoteEnded(moved.queue, moved.job_type, moved.id);
 	}
 }
 

@@ -57,8 +57,9 @@ namespace {
 
 constexpr int kMaxCounters = 256;
 constexpr int kMaxPlaces = 16384;
-/* A full limit is looked at again at most this often, unless a job of the
- * database ended since (Counter::dirty). */
+/* A full limit is looked at again at most this often, unless a
+ * transaction that ended more runs than it could note gave them back by
+ * marking every limit (Counter::dirty). */
 constexpr int kVerifyEveryMs = 20;
 /* A waiter held back by a full limit looks again at least this often. */
 constexpr int kLimitedPollMs = 250;
@@ -77,7 +78,7 @@ struct Counter {
 	int64 control_id;
 	int32 used; /* places taken (a limit) */
 	int32 head;
-	bool dirty; /* a job of the database ended since the last Verify */
+	bool dirty; /* runs of the database ended without giving back their places (NoteEnded) */
 	TimestampTz verified_at;
 	double tokens; /* a rate limit's bucket, as of refilled_at */
 	TimestampTz refilled_at;
@@ -120,7 +121,20 @@ bool any_limit = false;      /* some control has a concurrency limit */
 bool keys_installed = false; /* pqrun.queue_control has the columns of keys (0.10.0) */
 
 bool changed_here = false; /* this transaction changed the controls */
-bool ended_here = false;   /* this transaction ended a running job of a limited database */
+/* The places of the claims whose runs this transaction ended, given back
+ * at its commit (NoteEnded). More than kMaxEnded: every limit of the
+ * database is looked at again instead (Counter::dirty). */
+struct Ended {
+	int counter;
+	int64 job_id;
+	pg_uuid_t token;
+	TransactionId xid;
+	int level;
+};
+constexpr int kMaxEnded = 256;
+Ended ended[kMaxEnded];
+int nended = 0;
+bool ended_overflow = false;
 bool limited_look = false;
 bool skipped = false;
 /* The keyed queues the last Prepare's look may claim from (LaneQueues). */
@@ -889,19 +903,37 @@ NextTokenAt()
 }
 
 void
-NoteEnded(const char *queue, const char *job_type)
+NoteEnded(const char *queue, const char *job_type, int64 job_id)
 {
-	if (!any_limit || cache_db != MyDatabaseId)
+	if (!any_limit || cache_db != MyDatabaseId || shared == nullptr)
 		return;
 	int len = strlen(queue);
-	for (int i = 0; i < ncontrols; i++) {
+	bool limited = false;
+	for (int i = 0; i < ncontrols && !limited; i++) {
 		const Control &c = controls[i];
-		if (Placed(c) && c.queue_len == len && memcmp(c.queue, queue, len) == 0) {
-			ended_here = true;
-			wake::NoteFreed(queue, job_type);
-			return;
+		limited = Placed(c) && c.queue_len == len && memcmp(c.queue, queue, len) == 0;
+	}
+	if (!limited)
+		return;
+	wake::NoteFreed(queue, job_type);
+	/* The places its claim took (in each limit that counts it), as they
+	 * are now: a claim of the job made after this end is another. */
+	int level = GetCurrentTransactionNestLevel();
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < kMaxCounters; i++) {
+		if (shared->counters[i].dboid != MyDatabaseId)
+			continue;
+		for (int32 p = shared->counters[i].head; p >= 0; p = shared->places[p].next) {
+			const Place &place = shared->places[p];
+			if (place.job_id != job_id)
+				continue;
+			if (nended == kMaxEnded)
+				ended_overflow = true;
+			else
+				ended[nended++] = Ended{i, job_id, place.token, place.xid, level};
 		}
 	}
+	LWLockRelease(shared->lock);
 }
 
 void
@@ -914,17 +946,21 @@ NoteChanged()
 void
 AtCommit()
 {
-	if (ended_here && shared != nullptr) {
+	if ((nended > 0 || ended_overflow) && shared != nullptr) {
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		for (Counter &k : shared->counters)
-			if (k.dboid == MyDatabaseId)
-				k.dirty = true;
+		for (int i = 0; i < nended; i++)
+			if (shared->counters[ended[i].counter].dboid == MyDatabaseId)
+				RemovePlace(ended[i].counter, ended[i].job_id, ended[i].token, ended[i].xid);
+		if (ended_overflow)
+			for (Counter &k : shared->counters)
+				if (k.dboid == MyDatabaseId)
+					k.dirty = true;
 		LWLockRelease(shared->lock);
 	}
 	if (changed_here)
 		cache_valid = false;
-	ntaken = 0;
-	ended_here = changed_here = false;
+	ntaken = nended = 0;
+	ended_overflow = changed_here = false;
 }
 
 void
@@ -933,24 +969,34 @@ AtAbort()
 	GiveBack(0);
 	if (changed_here)
 		cache_valid = false;
-	ntaken = 0;
-	ended_here = changed_here = false;
+	ntaken = nended = 0;
+	ended_overflow = changed_here = false;
 }
 
 void
 AtSubAbort()
 {
-	GiveBack(GetCurrentTransactionNestLevel());
+	int level = GetCurrentTransactionNestLevel();
+	GiveBack(level);
+	/* Its ends did not happen. */
+	int kept = 0;
+	for (int i = 0; i < nended; i++)
+		if (ended[i].level < level)
+			ended[kept++] = ended[i];
+	nended = kept;
 }
 
 void
 AtSubCommit()
 {
-	/* Its claims now stand or fall with its parent. */
+	/* Its claims and ends now stand or fall with its parent. */
 	int level = GetCurrentTransactionNestLevel();
 	for (int i = 0; i < ntaken; i++)
 		if (taken[i].level >= level)
 			taken[i].level = level - 1;
+	for (int i = 0; i < nended; i++)
+		if (ended[i].level >= level)
+			ended[i].level = level - 1;
 }
 
 void

@@ -14,15 +14,17 @@
  * controls generation (wake.hpp). A limit counts the places taken in it in
  * shared memory: one entry per claimed job (id, attempt, claiming
  * transaction), so a claim is checked and counted under one lock and two
- * concurrent pickups can never both take the last place. An entry stays
- * until a look under a fresh snapshot shows its job no longer RUNNING under
- * that lease (Verify): done, failed, cancelled, reaped, rescued, given
- * back, or its claim rolled back. A limit's entries are loaded from the
- * RUNNING rows the first time a pickup needs it after a server start or
- * after the limit was created, so the count needs no bookkeeping in the
- * paths that end a job; those paths only tell waiters a place may be free
- * (NoteEnded). A pickup that began before a new or lowered limit committed
- * may still claim by the old one.
+ * concurrent pickups can never both take the last place. A session that
+ * knows the limits and ends a run gives its places back when that commits
+ * (NoteEnded); any other entry stays until a look under a fresh snapshot
+ * shows its job no longer RUNNING under that lease (Verify, when a full
+ * limit is looked at, at most every 20 ms): done, failed, cancelled, reaped,
+ * rescued, given back by a session that never picked up, or its claim
+ * rolled back. A limit's entries are loaded from the RUNNING rows the first
+ * time a pickup needs it after a server start or after the limit was
+ * created, so the count is right whatever ended the runs meanwhile. A
+ * pickup that began before a new or lowered limit committed may still
+ * claim by the old one.
  *
  * Without shared memory (pqrun not preloaded) nothing is enforced and the
  * SQL functions that set controls refuse (55000).
@@ -102,10 +104,10 @@ int LimitedPollMs();
  * sleeps until then. */
 TimestampTz NextTokenAt();
 
-/* NoteEnded records that a running job of (queue, job_type) ended in this
- * transaction: at its commit, waiters of a limited pair are woken and the
- * limits' counts looked at again. */
-void NoteEnded(const char *queue, const char *job_type);
+/* NoteEnded records that the run of job `job_id` of (queue, job_type)
+ * ended in this transaction: at its commit, the places of its claim are
+ * given back and waiters of a limited pair are woken. */
+void NoteEnded(const char *queue, const char *job_type, int64 job_id);
 
 /* NoteChanged records that this transaction changed pqrun.queue_control. */
 void NoteChanged();

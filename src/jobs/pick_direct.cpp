@@ -358,59 +358,53 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 
 struct LaneScan::State {
 	Tables tables;
-	Relation index = nullptr;
+	Relation index;
 	Layout layout;
-	IndexScanDesc scan = nullptr;
-	TupleTableSlot *seen = nullptr;
-	TupleTableSlot *locked = nullptr;
+	IndexScanDesc keys;  /* index entries only, dead ones too: which keys come next */
+	IndexScanDesc lanes; /* one lane's jobs, from a start key on */
+	TupleTableSlot *seen;
+	TupleTableSlot *locked;
 	Request request;
-	Filter types{nullptr};
-	Emit emit = nullptr;
-	void *arg = nullptr;
-	const int64 *const *taken = nullptr; /* the ids this pickup locked so far */
-	const int *ntaken = nullptr;
-	Oid key_collation = InvalidOid;
-	/* NextKey left the scan on the first READY row of key `at_key` (in
-	 * `seen`): LockOne of that key starts there instead of descending again. */
-	char *at_key = nullptr;
+	Filter types;
+	Emit emit;
+	void *arg;
+	const int64 *const *taken; /* the ids this pickup locked so far */
+	const int *ntaken;
+	Oid key_collation;
 };
 
 namespace {
 
-/* LaneRow answers whether the row in `slot` is one a lane pick may lock:
- * READY, not delayed, with a key, of a wanted type, not held back by a
- * pause or a full limit of its queue or type, and not locked by this
- * pickup already (its own lock does not hide it). */
-bool
+enum class LaneSkip { kNo, kNotReady, kOurs, kHeldBack };
+
+/* LaneRow answers whether the row in `slot` is one a lane pick may lock
+ * (kNo), and if not, whether it is not READY for anyone (not READY, or
+ * delayed), this pickup's already (its own lock does not hide it), or held
+ * back for this pickup only (of another type, paused or limited). */
+LaneSkip
 LaneRow(const LaneScan::State &st, TupleTableSlot *slot)
 {
 	const Layout &l = st.layout;
 	bool isnull;
 	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
 	    DatumGetBool(slot_getattr(slot, l.delayed, &isnull)) || (slot_getattr(slot, l.key, &isnull), isnull))
-		return false;
+		return LaneSkip::kNotReady;
 	Datum job_type = slot_getattr(slot, l.from[kJobType], &isnull);
 	if (!st.types.Matches(job_type, l.job_type_collation) ||
 	    (st.request.gated && flow_control::Blocked(slot_getattr(slot, l.from[kQueue], &isnull), job_type)))
-		return false;
+		return LaneSkip::kHeldBack;
 	int64 id = DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull));
 	for (int i = 0; i < *st.ntaken; i++)
 		if ((*st.taken)[i] == id)
-			return false;
-	return true;
+			return LaneSkip::kOurs;
+	return LaneSkip::kNo;
 }
 
-/* Rescan starts the lane scan at queue `queue` and key `strategy` `key`
- * (BTGreaterStrategyNumber: after it; BTEqualStrategyNumber: that lane). */
 void
-Rescan(LaneScan::State &st, Datum queue, StrategyNumber strategy, Datum key)
+TextKey(ScanKeyData *key, AttrNumber attno, StrategyNumber strategy, Oid collation, Datum value)
 {
-	ScanKeyData keys[2];
-	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, st.layout.queue_collation, F_TEXTEQ,
-	                       queue);
-	ScanKeyEntryInitialize(&keys[1], 0, 2, strategy, InvalidOid, st.key_collation,
-	                       strategy == BTEqualStrategyNumber ? F_TEXTEQ : F_TEXT_GT, key);
-	index_rescan(st.scan, keys, 2, nullptr, 0);
+	ScanKeyEntryInitialize(key, 0, attno, strategy, InvalidOid, collation,
+	                       strategy == BTEqualStrategyNumber ? F_TEXTEQ : F_TEXT_GT, value);
 }
 
 } // namespace
@@ -441,7 +435,13 @@ LaneScan::Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg,
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CommandCounterIncrement();
 	UpdateActiveSnapshotCommandId();
-	st->scan = compat::IndexBeginScan(st->tables.live, st->index, GetActiveSnapshot(), 2);
+	st->keys = compat::IndexBeginScan(st->tables.live, st->index, GetActiveSnapshot(), 2);
+	st->keys->xs_want_itup = true;
+	/* The next key is the next entry's, dead or not: a key whose jobs all
+	 * ended is only visited for nothing, where skipping killed entries could
+	 * walk the whole dead head of the next lane. */
+	st->keys->ignore_killed_tuples = false;
+	st->lanes = compat::IndexBeginScan(st->tables.live, st->index, GetActiveSnapshot(), 3);
 	st->seen = table_slot_create(st->tables.live, nullptr);
 	st->locked = table_slot_create(st->tables.live, nullptr);
 	state_ = st;
@@ -452,55 +452,56 @@ char *
 LaneScan::NextKey(Datum queue, const char *after)
 {
 	State &st = *state_;
-	st.at_key = nullptr;
-	Rescan(st, queue, BTGreaterStrategyNumber, CStringGetTextDatum(after));
+	ScanKeyData keys[2];
+	TextKey(&keys[0], 1, BTEqualStrategyNumber, st.layout.queue_collation, queue);
+	TextKey(&keys[1], 2, BTGreaterStrategyNumber, st.key_collation, CStringGetTextDatum(after));
+	index_rescan(st.keys, keys, 2, nullptr, 0);
+	if (index_getnext_tid(st.keys, ForwardScanDirection) == nullptr)
+		return nullptr;
 	bool isnull;
-	while (index_getnext_slot(st.scan, ForwardScanDirection, st.seen)) {
-		CHECK_FOR_INTERRUPTS();
-		const Layout &l = st.layout;
-		if (DatumGetObjectId(slot_getattr(st.seen, l.status, &isnull)) != l.ready ||
-		    DatumGetBool(slot_getattr(st.seen, l.delayed, &isnull)))
-			continue;
-		Datum key = slot_getattr(st.seen, l.key, &isnull);
-		if (!isnull)
-			return st.at_key = TextDatumGetCString(key);
-	}
-	return nullptr;
+	Datum key = index_getattr(st.keys->xs_itup, 2, st.keys->xs_itupdesc, &isnull);
+	return isnull ? nullptr : TextDatumGetCString(key);
 }
 
 bool
-LaneScan::LockOne(Datum queue, Datum key)
+LaneScan::LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *passed, bool *clean)
 {
 	State &st = *state_;
-	/* Go on from the row NextKey stopped at, while the rows are the key's;
-	 * else descend to the key's lane. */
-	bool go_on = st.at_key != nullptr && DatumGetBool(DirectFunctionCall2Coll(texteq, st.key_collation,
-	                                                                          CStringGetTextDatum(st.at_key), key));
-	st.at_key = nullptr;
-	if (!go_on)
-		Rescan(st, queue, BTEqualStrategyNumber, key);
+	ScanKeyData keys[3], members[2];
+	TextKey(&keys[0], 1, BTEqualStrategyNumber, st.layout.queue_collation, queue);
+	TextKey(&keys[1], 2, BTEqualStrategyNumber, st.key_collation, key);
+	StartKey(start, &keys[2], members);
+	for (ScanKeyData &member : members)
+		member.sk_attno += 2; /* the lane's (-priority, id) */
+	keys[2].sk_attno = 3;
+	index_rescan(st.lanes, keys, 3, nullptr, 0);
 	CommandId cid = GetCurrentCommandId(true);
+	*clean = true;
+	*passed = wake::PickKey{INT64_MAX, INT64_MAX};
 	bool isnull;
-	for (bool first = go_on; first || index_getnext_slot(st.scan, ForwardScanDirection, st.seen); first = false) {
+	while (index_getnext_slot(st.lanes, ForwardScanDirection, st.seen)) {
 		CHECK_FOR_INTERRUPTS();
-		if (go_on) {
-			Datum seen_key = slot_getattr(st.seen, st.layout.key, &isnull);
-			if (isnull)
-				continue;
-			if (!DatumGetBool(DirectFunctionCall2Coll(texteq, st.key_collation, seen_key, key)))
-				return false; /* past the key's lane */
-		}
-		if (!LaneRow(st, st.seen))
+		LaneSkip skip = LaneRow(st, st.seen);
+		if (skip != LaneSkip::kNo) {
+			*clean = *clean && skip != LaneSkip::kHeldBack;
 			continue;
-		/* Passed over as in LockAndEmit. */
+		}
+		/* Passed over as in LockAndEmit: rows others hold, or that changed. */
 		ItemPointerData tid = st.seen->tts_tid;
 		TM_FailureData tmfd;
 		TM_Result result = table_tuple_lock(st.tables.live, &tid, GetActiveSnapshot(), st.locked, cid,
 		                                    LockTupleExclusive, LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		if (result == TM_Ok && (!tmfd.traversed || LaneRow(st, st.locked))) {
+		if (result == TM_Ok && tmfd.traversed && LaneRow(st, st.locked) != LaneSkip::kNo) {
+			/* A newer version that no longer qualifies stays locked (as
+			 * LockAndEmit leaves it): it may be READY for others. */
+			*clean = false;
+		} else if (result == TM_Ok) {
+			*passed = wake::KeyOf(DatumGetInt32(slot_getattr(st.locked, st.layout.from[kPriority], &isnull)),
+			                      DatumGetInt64(slot_getattr(st.locked, st.layout.from[kId], &isnull)));
 			/* A row whose limit filled meanwhile stays locked (as a held row). */
 			bool kept = EmitClaim(st.layout, st.request, st.locked, st.emit, st.arg);
 			ExecClearTuple(st.locked);
+			*clean = *clean && kept;
 			return kept;
 		}
 		ExecClearTuple(st.locked);
@@ -517,7 +518,8 @@ LaneScan::Close()
 	state_ = nullptr;
 	ExecDropSingleTupleTableSlot(st->locked);
 	ExecDropSingleTupleTableSlot(st->seen);
-	index_endscan(st->scan);
+	index_endscan(st->lanes);
+	index_endscan(st->keys);
 	PopActiveSnapshot();
 	index_close(st->index, NoLock);
 	st->tables.Close();

@@ -61,13 +61,19 @@ class LaneScan {
 	bool Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg, const int64 *const *taken,
 	          const int *ntaken);
 
-	/* NextKey answers the first key after `after` of `queue`'s lanes that
-	 * holds a READY job, or nullptr. */
+	/* NextKey answers the first key after `after` among the entries of
+	 * `queue`'s lanes, or nullptr; its jobs may all have ended since (one
+	 * descent, no row read). */
 	char *NextKey(Datum queue, const char *after);
 
-	/* LockOne locks the first job of lane (queue, key) in pickup order that
-	 * it may and emits it, answering emit's answer (false when none). */
-	bool LockOne(Datum queue, Datum key);
+	/* LockOne locks the first job of lane (queue, key) at or after pickup
+	 * key `start` that it may, and emits it, answering emit's answer (false
+	 * when none). *passed is the pickup key of the row emitted (the end of
+	 * the lane when none), and *clean whether every row before it was one no
+	 * pickup may claim (not READY, or locked by another pickup, whose
+	 * rollback makes it READY again through wake.hpp): a lane hint may then
+	 * move up to *passed. */
+	bool LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *passed, bool *clean);
 
 	/* Close ends what Open began (an error's abort does as well). */
 	void Close();

@@ -7,6 +7,7 @@
 #include "jobs/pick_sql.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
+#include "xact/wake.hpp"
 
 namespace pqrun::pick_lanes {
 
@@ -87,6 +88,58 @@ MoveCursor(Cursor &c, const char *key)
 	c.key = MemoryContextStrdup(TopMemoryContext, key);
 }
 
+/* Lane hints: as the pickup hint does for the pick index (wake.hpp), where
+ * this backend may start a lane's scan, past its dead head: no job of the
+ * lane before `start` was READY as of hint generation `gen`, and the hint
+ * holds while wake::NothingReadyBelow(start, gen). Kept per (queue, key)
+ * this backend claimed from, by a hash of both; `name` tells a collision. */
+struct LaneHint {
+	uint64 hash; /* the hash table's key */
+	char *name;  /* queue, a 0 byte, key (TopMemoryContext) */
+	wake::PickKey start;
+	uint64 gen;
+};
+HTAB *hints = nullptr;
+/* More lanes than this: the hints are forgotten and begin again. */
+constexpr long kMaxHints = 4096;
+
+LaneHint *
+HintOf(const char *queue, const char *key)
+{
+	if (hints == nullptr || hash_get_num_entries(hints) >= kMaxHints) {
+		if (hints) {
+			HASH_SEQ_STATUS seq;
+			hash_seq_init(&seq, hints);
+			while (auto *old = static_cast<LaneHint *>(hash_seq_search(&seq)))
+				pfree(old->name);
+			hash_destroy(hints);
+		}
+		HASHCTL ctl;
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(LaneHint);
+		hints = hash_create("pqrun lane hints", 256, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	Size qlen = strlen(queue), klen = strlen(key);
+	char *name = static_cast<char *>(palloc(qlen + klen + 2));
+	memcpy(name, queue, qlen + 1);
+	memcpy(name + qlen + 1, key, klen + 1);
+	uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char *>(name), static_cast<int>(qlen + klen + 1), 0);
+	bool found;
+	auto *hint = static_cast<LaneHint *>(hash_search(hints, &hash, HASH_ENTER, &found));
+	if (found && (memcmp(hint->name, name, qlen + 1) != 0 || strcmp(hint->name + qlen + 1, key) != 0)) {
+		pfree(hint->name); /* another lane with the same hash: this one starts anew */
+		found = false;
+	}
+	if (!found) {
+		hint->name = static_cast<char *>(MemoryContextAlloc(TopMemoryContext, qlen + klen + 2));
+		memcpy(hint->name, name, qlen + klen + 2);
+		hint->start = wake::PickKey{INT64_MIN, INT64_MIN};
+		hint->gen = 0;
+	}
+	pfree(name);
+	return hint;
+}
+
 /* NextKey answers the first key of `queue`'s lanes after `after`, or
  * nullptr (through SQL). */
 char *
@@ -148,6 +201,7 @@ Pick(const Request &r, const Receiver &to)
 	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
 	pick_direct::LaneScan scan;
 	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
+	uint64 gen = wake::HintGen(); /* before the scans: what became READY during them unsettles their hints */
 	auto next_key = [&](Datum queue, const char *after) {
 		return direct ? scan.NextKey(queue, after) : NextKey(queue, after);
 	};
@@ -162,7 +216,19 @@ Pick(const Request &r, const Receiver &to)
 				    return false;
 			    int had = *to.claimed;
 			    if (direct) {
-				    scan.LockOne(queue, key_text);
+				    LaneHint *hint = HintOf(queues[q], key);
+				    wake::PickKey start = hint->start;
+				    if (!wake::NothingReadyBelow(start, hint->gen))
+					    start = wake::PickKey{INT64_MIN, INT64_MIN};
+				    else if (start.neg_priority == INT64_MAX)
+					    return false; /* the lane was empty, and nothing became READY since */
+				    wake::PickKey passed;
+				    bool clean;
+				    scan.LockOne(queue, key_text, start, &passed, &clean);
+				    if (clean) {
+					    hint->start = passed;
+					    hint->gen = gen;
+				    }
 			    } else {
 				    Datum values[8] = {r.worker,
 				                       Int32GetDatum(1),

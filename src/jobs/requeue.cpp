@@ -116,7 +116,7 @@ Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outc
 	if (n > 0) {
 		const char *queue = ColText(0, 1), *job_type = ColText(0, 2);
 		stats::Errored(queue, job_type);
-		flow_control::NoteEnded(queue, job_type);
+		flow_control::NoteEnded(queue, job_type, job_id);
 	}
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
@@ -220,7 +220,7 @@ GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, bool 
 	Datum values[3] = {Int64GetDatum(job_id), TimestampTzGetDatum(run_after), Int32GetDatum(snooze ? 1 : 0)};
 	uint64 n = Exec(stmts::kGiveBack, values, nullptr, SPI_OK_UPDATE_RETURNING);
 	if (n > 0)
-		flow_control::NoteEnded(ColText(0, 1), ColText(0, 2));
+		flow_control::NoteEnded(ColText(0, 1), ColText(0, 2), job_id);
 	NoteRows(n, ReadyRows::kMaybeDelayed);
 }
 

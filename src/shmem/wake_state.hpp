@@ -14,6 +14,12 @@ struct DatabaseState {
 	int64 hint_neg_priority;
 	int64 hint_id;
 	uint64 hint_gen;
+	/* The smallest pickup key each of the last kLowered moves of hint_gen
+	 * made READY, by the generation it moved to (at gen % kLowered): the
+	 * lanes' own hints (pick_lanes.cpp) hold while none is below them. */
+	static constexpr int kLowered = 16;
+	int64 lowered_neg_priority[kLowered];
+	int64 lowered_id[kLowered];
 	/* Bumped by every commit that changed pqrun.queue_control (and by
 	 * CREATE EXTENSION): backends reload their copy when it moves. */
 	uint64 controls_gen;

@@ -395,12 +395,23 @@ ReadHint(PickKey *key, uint64 *gen)
 	return slot != nullptr;
 }
 
+/* NoteLowered records that generation `gen` made READY a job as low as
+ * `key`. */
+void
+NoteLowered(DatabaseState &state, PickKey key)
+{
+	int at = static_cast<int>(state.hint_gen % DatabaseState::kLowered);
+	state.lowered_neg_priority[at] = key.neg_priority;
+	state.lowered_id[at] = key.id;
+}
+
 void
 ResetDatabase()
 {
 	UpdateMySlot([](shmem::DatabaseSlot &slot) {
 		slot.wake.hint_set = false;
 		slot.wake.hint_gen++;
+		NoteLowered(slot.wake, PickKey{INT64_MIN, INT64_MIN});
 		slot.wake.next_due = 0;
 		slot.wake.controls_gen++;
 	});
@@ -424,12 +435,48 @@ LowerHint(PickKey key)
 {
 	UpdateMySlot([key](shmem::DatabaseSlot &slot) {
 		slot.wake.hint_gen++;
+		NoteLowered(slot.wake, key);
 		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
 		if (slot.wake.hint_set && Less(key, current)) {
 			slot.wake.hint_neg_priority = key.neg_priority;
 			slot.wake.hint_id = key.id;
 		}
 	});
+}
+
+uint64
+HintGen()
+{
+	shmem::SharedState *shared = shmem::Shared();
+	uint64 gen = 0;
+	if (shared == nullptr)
+		return gen;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	if (shmem::DatabaseSlot *slot = MySlot(shared))
+		gen = slot->wake.hint_gen;
+	LWLockRelease(shared->lock);
+	return gen;
+}
+
+bool
+NothingReadyBelow(PickKey key, uint64 gen)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	/* This transaction's own claims are not READY for it, whatever their keys. */
+	if (shared == nullptr || Less(ready_key, key) || Less(held_key, key))
+		return false;
+	bool nothing = false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	if (shmem::DatabaseSlot *slot = MySlot(shared)) {
+		const DatabaseState &state = slot->wake;
+		nothing = state.hint_gen >= gen && state.hint_gen - gen <= static_cast<uint64>(DatabaseState::kLowered);
+		for (uint64 g = gen + 1; nothing && g <= state.hint_gen; g++) {
+			int at = static_cast<int>(g % DatabaseState::kLowered);
+			nothing = !Less(PickKey{state.lowered_neg_priority[at], state.lowered_id[at]}, key);
+		}
+	}
+	LWLockRelease(shared->lock);
+	return nothing;
 }
 
 void

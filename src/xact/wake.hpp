@@ -49,6 +49,15 @@ void ResetDatabase();
 void RaiseHint(uint64 gen, PickKey key);
 void LowerHint(PickKey key);
 
+/* For the lanes' own hints (pick_lanes.cpp), which start a lane's scan
+ * past its dead head as the pickup hint does for the pick index: HintGen
+ * answers the database's hint generation now (0 without shared state);
+ * NothingReadyBelow answers whether no job became READY with a pickup key
+ * below `key` since generation `gen`, this transaction's own included
+ * (false when that is too long ago to tell). */
+uint64 HintGen();
+bool NothingReadyBelow(PickKey key, uint64 gen);
+
 /* NoteFreed records that a running job of (queue, job_type) ended in the
  * current transaction: a waiter held back by a concurrency limit
  * (flow_control.hpp) may take its place after the commit. */
