@@ -17,7 +17,7 @@
 #
 # Usage: bash bench/run.sh            (settings through the environment:)
 #   BENCH_CLIENTS="1 2 4 8"  BENCH_SECONDS=20  BENCH_ROUNDS=2
-#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W2 W2c W3 W5 E1 L1"   (W4, the 5-minute soak, only when listed)
+#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W5 E1 L1"   (W4, the 5-minute soak, only when listed)
 #   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
 #   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
 #   BENCH_PG_MAJOR=18: on that PostgreSQL version, in its Debian root
@@ -52,7 +52,7 @@ fi
 clients_list=${BENCH_CLIENTS:-$d_clients}
 seconds=${BENCH_SECONDS:-$d_seconds}
 rounds=${BENCH_ROUNDS:-$d_rounds}
-workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W2 W2c W3 W5 E1 L1"}
+workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W5 E1 L1"}
 jobs=${BENCH_JOBS:-$d_jobs}
 deep=${BENCH_DEEP_JOBS:-$d_deep}
 w2_depth=${BENCH_W2_DEPTH:-1000}
@@ -85,10 +85,11 @@ fi
 work=$(mktemp -d /tmp/pqrun-bench.XXXXXX)
 chmod 755 "$work"
 sock=$work/cluster
-holder_pid="" sampler_pid=""
+holder_pid="" sampler_pid="" hog_pid=""
 cleanup() {
 	[ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null
 	[ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
+	[ -n "$hog_pid" ] && kill "$hog_pid" 2>/dev/null
 	cluster_stop "$sock"
 	if [ "$keep" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
@@ -159,9 +160,130 @@ systems_for() {
 	case $1 in
 	L0 | L0floor) echo ceiling ;;
 	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
-	L1 | W1c | W1bc | W1L | W2c) echo pqrun ;;
+	L1 | W1c | W1bc | W1L | W1K | W3K | W2c) echo pqrun ;;
 	*) echo "pqrun baseline" ;;
 	esac
+}
+
+# ---- keyed queues (W1K, W3K) -------------------------------------------------
+
+# fill_keyed DEPTH KEY_EXPR: enqueue DEPTH ready jobs into pqrun's default
+# queue as refill does (enqueue_batch in chunks of BENCH_FILL_CHUNK, in id
+# order, asynchronous commits), each with the concurrency key KEY_EXPR, an SQL
+# expression of the job's number i (1..DEPTH).
+fill_keyed() {
+	local depth=$1 key_expr=$2
+	q bench_pqrun "SET synchronous_commit = off;
+		DO \$\$
+		BEGIN
+			FOR c IN 0 .. ($depth - 1) / $fill_chunk LOOP
+				PERFORM count(*) FROM pqrun.enqueue_batch((
+					SELECT jsonb_agg(jsonb_build_object('job_type', 'job', 'payload', jsonb_build_object('n', i),
+					                                    'concurrency_key', $key_expr) ORDER BY i)
+					  FROM generate_series(c * $fill_chunk + 1, least((c + 1) * $fill_chunk, $depth)) AS i));
+				COMMIT;
+			END LOOP;
+		END \$\$" >/dev/null
+}
+
+# W1K's queue: refill's empty pqrun, then DEPTH jobs spread round robin over
+# 100 concurrency keys (job i, and so id i, gets key k<i % 100>), then
+# VACUUM ANALYZE and CHECKPOINT as refill does.
+refill_w1k() {
+	refill pqrun 0 1 drain
+	fill_keyed "$1" "'k' || (i % 100)"
+	q bench_pqrun "VACUUM ANALYZE" >/dev/null
+	q bench_pqrun "CHECKPOINT" >/dev/null
+}
+
+# W3K's hog: BENCH_DEEP_JOBS ready jobs of key 'hog' (limit 2 of its own),
+# two of them claimed by a live, idle session (the hog holder: its pickup
+# committed, its jobs left RUNNING, so the key is at its limit; a session
+# that exited would have them taken back by orphan rescue). The hog is
+# filled once per round, by the round's first W3K measurement; hog_round
+# says which round's hog bench_pqrun holds ("" after any other refill).
+hog_round="" hog_note="" hog_fd=""
+# hog_holder_start: the holder claims two hog jobs (the only ready jobs
+# then) and stays connected, idle, outside any transaction, until
+# hog_holder_stop.
+hog_holder_start() {
+	rm -f "$work/hog.in"
+	mkfifo "$work/hog.in"
+	PGAPPNAME=bench_hog psql -X -qtA -h "$sock" -p "$port" -U postgres -d bench_pqrun \
+		<"$work/hog.in" >>"$logs/hog_holder.out" 2>&1 &
+	hog_pid=$!
+	exec {hog_fd}>"$work/hog.in"
+	echo "SELECT id FROM pqrun.pickup('hog-holder', batch_size => 2);" >&"$hog_fd"
+	for _ in $(seq 100); do
+		[ "$(q bench_pqrun "SELECT count(*) FROM pqrun.job_live WHERE status = 'RUNNING' AND concurrency_key = 'hog'")" = 2 ] &&
+			return 0
+		sleep 0.1
+	done
+	echo "the hog holder did not claim two hog jobs: $(tail -n 3 "$logs/hog_holder.out" | tr '\n' ' ')" >&2
+}
+# hog_holder_stop: give the holder's jobs back (release: READY again, no
+# attempt used up or recorded) and end its session.
+hog_holder_stop() {
+	[ -n "$hog_pid" ] || return 0
+	q bench_pqrun "SELECT pqrun.release(id) FROM pqrun.job_live WHERE status = 'RUNNING' AND concurrency_key = 'hog'" >/dev/null
+	exec {hog_fd}>&-
+	wait "$hog_pid" || true
+	hog_pid=""
+}
+# prepare_w3k ROUND: W3K's queue. The round's first W3K measurement empties
+# pqrun (refill), sets the hog's limit and fills the hog (timed); the next
+# ones keep the hog and remove only what the last drain left (its unfinished
+# jobs cancelled, then every finished job purged). Then the holder takes
+# the hog's two places, BENCH_JOBS jobs of key 'k' are filled, and VACUUM
+# ANALYZE and CHECKPOINT end the preparation as in refill.
+prepare_w3k() {
+	local round=$1 t0 secs
+	if [ "$hog_round" = "$round" ]; then
+		q bench_pqrun "SET synchronous_commit = off;
+			SELECT count(pqrun.cancel(id)) FROM pqrun.job_live WHERE concurrency_key IS DISTINCT FROM 'hog';
+			SELECT pqrun.purge('0 s')" >/dev/null
+		[ "$(q bench_pqrun "SELECT count(*) FILTER (WHERE concurrency_key IS DISTINCT FROM 'hog') = 0
+			AND count(*) FILTER (WHERE concurrency_key = 'hog' AND status = 'READY') = $deep FROM pqrun.jobs")" = t ] ||
+			hog_round=""
+	fi
+	if [ "$hog_round" != "$round" ]; then
+		refill pqrun 0 1 drain
+		q bench_pqrun "SELECT pqrun.set_key_limit('default', 2, 'hog')" >/dev/null
+		t0=$(date +%s.%N)
+		fill_keyed "$deep" "'hog'"
+		secs=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')
+		hog_note="hog fill=$deep jobs in ${secs}s"
+		printf '(hog: %s jobs filled in %ss) ' "$deep" "$secs"
+		hog_round=$round
+	else
+		hog_note="hog kept from this round's first W3K"
+	fi
+	hog_holder_start
+	fill_keyed "$jobs" "'k'"
+	q bench_pqrun "VACUUM ANALYZE" >/dev/null
+	q bench_pqrun "CHECKPOINT" >/dev/null
+}
+# hog_check: the hog after a W3K drain, before the holder gives its jobs
+# back: its two places held by the holder, every other hog job still READY,
+# none claimed or finished by the workers.
+hog_check() {
+	local running holder ready other
+	read -r running holder ready other <<<"$(q bench_pqrun "SELECT count(*) FILTER (WHERE status = 'RUNNING'),
+		count(*) FILTER (WHERE status = 'RUNNING' AND locked_by = 'hog-holder'),
+		count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status NOT IN ('RUNNING', 'READY'))
+		FROM pqrun.jobs WHERE concurrency_key = 'hog'" | tr '|' ' ')"
+	if [ "$running" = 2 ] && [ "$holder" = 2 ] && [ "$ready" = $((deep - 2)) ] && [ "$other" = 0 ]; then
+		echo "hog at its limit: 2 running (the holder's) + $ready ready"
+	elif [ "$running" -gt "$holder" ] || [ "$running" -gt 2 ] || [ "$other" != 0 ]; then
+		echo "HOG KEY LIMIT VIOLATED: $running running ($holder the holder's) + $ready ready + $other finished of $deep"
+	else
+		echo "HOG SETUP FAILED: $running running ($holder the holder's) + $ready ready + $other finished of $deep"
+	fi
+}
+# ready_beside_hog: READY jobs of other keys than the hog (W3K's drain is
+# over when none is left).
+ready_beside_hog() {
+	q bench_pqrun "SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND concurrency_key IS DISTINCT FROM 'hog'"
 }
 
 # ---- one measurement -------------------------------------------------------
@@ -233,6 +355,7 @@ measure() {
 	W1c) script=${system}_w1c.sql kind=drain depth=$jobs ;;
 	W1bc) script=${system}_w1bc.sql kind=drain depth=$jobs ;;
 	W1L) script=${system}_w1.sql kind=drain depth=$jobs ;;
+	W1K | W3K) script=${system}_w1.sql kind=drain depth=$jobs ;;
 	W2c) script=${system}_w2c.sql kind=steady depth=$w2_depth ;;
 	W3) script=${system}_w1.sql kind=drain depth=$deep ;;
 	W2 | W5) script=${system}_w2.sql kind=steady depth=$w2_depth ;;
@@ -244,12 +367,23 @@ measure() {
 	tag=$workload-$system-c$n-r$round
 	printf '  %-9s %-9s clients %-2s round %s: ' "$workload" "$system" "$n" "$round"
 
-	refill "$system" "$depth" "$n" "$kind"
+	case $workload in
+	W1K) refill_w1k "$depth" ;;
+	W3K) prepare_w3k "$round" ;;
+	*) refill "$system" "$depth" "$n" "$kind" ;;
+	esac
+	[ "$workload" = W3K ] || hog_round=""
 	# W1L: W1 under generous concurrency limits (the queue's and its job
 	# type's), which every claim checks and counts.
 	[ "$workload" = W1L ] && q "$db" "SELECT pqrun.set_concurrency_limit('default', 1000);
 		SELECT pqrun.set_concurrency_limit('default', 1000, 'job')" >/dev/null
+	# W1K: W1 over 100 concurrency keys under a generous cap on the queue and
+	# a generous limit for each key: every claim walks the keys' lanes and
+	# checks and counts both.
+	[ "$workload" = W1K ] && q "$db" "SELECT pqrun.set_concurrency_limit('default', 1000);
+		SELECT pqrun.set_key_limit('default', 1000)" >/dev/null
 	read -r done0 ready0 total0 _ <<<"$(counters "$system")"
+	[ "$workload" = W3K ] && ready0=$(ready_beside_hog)
 	[ "$workload" = W4 ] && sizes0=$(table_sizes "$system")
 	[ "$workload" = W5 ] && start_holder "$db"
 	case $workload in
@@ -265,6 +399,7 @@ measure() {
 
 	case $workload in W4 | W5) stop_sampler "$system" "$logs/$tag.windows" ;; esac
 	read -r done1 ready1 total1 last1 <<<"$(counters "$system")"
+	[ "$workload" = W3K ] && ready1=$(ready_beside_hog)
 	if [ "$workload" = W5 ]; then
 		dead=$(dead_tuples "$system")
 		stop_holder "$db"
@@ -322,6 +457,13 @@ measure() {
 	W1c | W2c) held=$n ;;
 	W1bc) held=$((100 * n)) ;;
 	esac
+	# W3K: the hog must still be at its limit, untouched by the workers; then
+	# its holder gives its two jobs back, so the check below covers the hog
+	# too (a million READY jobs, none with an attempt) without exceptions.
+	if [ "$workload" = W3K ]; then
+		notes+=("$hog_note" "$(hog_check)")
+		hog_holder_stop
+	fi
 	[ "$held" = 0 ] ||
 		q "$db" "DO \$\$ DECLARE j bigint;
 			BEGIN
@@ -397,7 +539,7 @@ for round in $(seq "$rounds"); do
 			[ "$round" -le "$soak_rounds" ] || continue
 			for system in $(systems_for W4); do measure "$system" W4 "$soak_clients" "$round"; done
 			continue ;;
-		L0 | W1 | W1b | W1c | W1bc | W1L | W2 | W2c | W3 | W5 | E1) ;;
+		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W5 | E1) ;;
 		*) echo "unknown workload $workload" >&2; exit 2 ;;
 		esac
 		subs=$workload
@@ -421,7 +563,7 @@ pgver=$(q postgres "SHOW server_version")
 	echo
 	echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, $(uname -sr); load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "- PostgreSQL $pgver, loopback, shared_buffers 1GB, fsync on, synchronous_commit on; pqrun $tested"
-	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b drain $jobs jobs, W3 $deep, W2/W5 start at $w2_depth; total ${elapsed}s"
+	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b/W1K drain $jobs jobs, W3 $deep, W3K $jobs beside a hog key of $deep, W2/W5 start at $w2_depth; total ${elapsed}s"
 	echo "- pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off} in bench_pqrun (nobody LISTENs; the long poll wakes consumers)"
 	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep bash bench/run.sh\`"
 	echo "- raw figures: bench/results/$stamp.csv (one row per measurement); below, medians over rounds"

@@ -43,9 +43,11 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W1c') > 0 AS has_w1c,
        count(*) FILTER (WHERE workload = 'W1bc') > 0 AS has_w1bc,
        count(*) FILTER (WHERE workload = 'W1L') > 0 AS has_w1l,
+       count(*) FILTER (WHERE workload = 'W1K') > 0 AS has_w1k,
        count(*) FILTER (WHERE workload = 'W2c') > 0 AS has_w2c,
        count(*) FILTER (WHERE workload = 'W2') > 0 AS has_w2,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
+       count(*) FILTER (WHERE workload = 'W3K') > 0 AS has_w3k,
        count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
        count(*) FILTER (WHERE workload = 'W5') > 0 AS has_w5,
        count(*) FILTER (WHERE workload = 'E1') > 0 AS has_e1,
@@ -72,13 +74,19 @@ t(ord, target, value, pass) AS (
 	SELECT 4, 'W3 within 10% of W1 (W3/W1 ≥ 0.90)',
 	       min(r('pqrun', 'W3', clients) / nullif(r('pqrun', 'W1', clients), 0)), 0.90 FROM c
 	UNION ALL
-	SELECT 5, 'W4 no 30 s window below 90% of the first',
+	SELECT 5, 'W1K (100 concurrency keys, limits of 1000) within 10% of W1 (W1K/W1 ≥ 0.90)',
+	       min(r('pqrun', 'W1K', clients) / nullif(r('pqrun', 'W1', clients), 0)), 0.90 FROM c
+	UNION ALL
+	SELECT 6, 'W3K (beside a key at its limit with a deep backlog) within 10% of W1 (W3K/W1 ≥ 0.90)',
+	       min(r('pqrun', 'W3K', clients) / nullif(r('pqrun', 'W1', clients), 0)), 0.90 FROM c
+	UNION ALL
+	SELECT 7, 'W4 no 30 s window below 90% of the first',
 	       (SELECT min(note(notes, 'min/first')::numeric) FROM results WHERE system = 'pqrun' AND workload = 'W4'), 0.90
 	UNION ALL
-	SELECT 6, 'W5 ≥ 80% of W2 throughput',
+	SELECT 8, 'W5 ≥ 80% of W2 throughput',
 	       min(r('pqrun', 'W5', clients) / nullif(r('pqrun', 'W2', clients), 0)), 0.80 FROM c
 	UNION ALL
-	SELECT 7, 'E1 ≥ 10× the per-job rate of single enqueues',
+	SELECT 9, 'E1 ≥ 10× the per-job rate of single enqueues',
 	       min(r('pqrun', 'E1', clients) / nullif(r('pqrun', 'E1single', clients), 0)), 10.0 FROM c)
 SELECT format('| %s | %s | %s |', target,
               CASE WHEN value IS NULL THEN 'not measured' ELSE to_char(value, 'FM9990.00') END,
@@ -166,6 +174,38 @@ SELECT format('| %s | %s | %s | %s |', clients,
               fr(r('pqrun', 'W1L', clients)), fq(r('pqrun', 'W1L', clients), r('pqrun', 'W1', clients), 0.90),
               fl('pqrun', 'W1L', clients))
   FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1L') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W1K -----------------------------------------------------------------------
+\if :has_w1k
+\echo '## W1K drain (W1 over 100 concurrency keys, round robin by id, under a cap of 1000 on the queue and a limit of 1000 per key)'
+\echo ''
+\echo '| clients | pqrun W1K jobs/s | W1K / W1 (≥ 0.90) | p50 / p95 ms | W1 p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W1K', clients)), fq(r('pqrun', 'W1K', clients), r('pqrun', 'W1', clients), 0.90),
+              fl('pqrun', 'W1K', clients), fl('pqrun', 'W1', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1K') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W3K -----------------------------------------------------------------------
+\if :has_w3k
+\echo '## W3K drain beside a hog key (W1 of key k while key hog, limit 2, holds 2 RUNNING and the rest of its deep backlog READY)'
+\echo ''
+\echo '| clients | pqrun W3K jobs/s | W3K / W1 (≥ 0.90) | p50 / p95 ms | W1 p50 / p95 ms |'
+\echo '|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s |', clients,
+              fr(r('pqrun', 'W3K', clients)), fq(r('pqrun', 'W3K', clients), r('pqrun', 'W1', clients), 0.90),
+              fl('pqrun', 'W3K', clients), fl('pqrun', 'W1', clients))
+  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W3K') c ORDER BY clients;
+\echo ''
+SELECT format('The hog is filled once per round, by its first W3K measurement, and kept for the next client counts (README, W3K). Fills: %s. After every drain the hog must still hold its 2 places (the holder session) with the rest READY; %s of %s W3K runs found otherwise (CSV notes).',
+              coalesce(string_agg(format('round %s, %s', round, note(notes, 'hog fill')), '; ' ORDER BY round)
+                       FILTER (WHERE note(notes, 'hog fill') IS NOT NULL), 'none'),
+              count(*) FILTER (WHERE notes ~ 'HOG'), count(*))
+  FROM results WHERE system = 'pqrun' AND workload = 'W3K';
 \echo ''
 \endif
 
