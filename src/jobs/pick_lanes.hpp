@@ -8,7 +8,11 @@
  * what it wants or a whole round claimed nothing. Finding the next key is
  * one index descent; a key at its limit (flow_control::KeyBlocked) is
  * passed over before any of its jobs is read, so one key's backlog costs
- * the other keys nothing and cannot starve them.
+ * the other keys nothing and cannot starve them. Below the executor
+ * (pick_direct::LaneScan) where the one decision allows, a lane's scan
+ * starts at this backend's hint for it, past the head of claimed and ended
+ * jobs whose index entries vacuum has not removed yet; else one SQL
+ * statement per step.
  */
 #pragma once
 
