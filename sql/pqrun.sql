@@ -63,8 +63,11 @@ CREATE INDEX job_live_pick ON pqrun.job_live ((-(priority::bigint)), id)
 	WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
 /* One lane per (queue, concurrency_key), each in pickup order: a pickup
  * steps from key to key with one descent each, so a key at its limit is
- * passed over without reading its jobs (src/jobs/pick_lanes.cpp). */
-CREATE INDEX job_live_lane ON pqrun.job_live (queue, concurrency_key, (-(priority::bigint)), id)
+ * passed over without reading its jobs (src/jobs/pick_lanes.cpp). Byte
+ * order ("C"): the lanes' order is only the rotation's, and a descent then
+ * compares bytes instead of calling the locale. */
+CREATE INDEX job_live_lane ON pqrun.job_live (queue COLLATE pg_catalog."C", concurrency_key COLLATE pg_catalog."C",
+                                               (-(priority::bigint)), id)
 	WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NOT NULL;
 CREATE INDEX job_live_delayed ON pqrun.job_live (run_after) WHERE delayed;
 /* Keyed by id, not locked_at: every statement that touches one running job

@@ -149,8 +149,8 @@ OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
 }
 
 /* OpenLaneIndex opens job_live_lane when it is pqrun's: a valid btree on
- * job_live keyed by queue and concurrency_key (text_ops, in job_live's
- * collations), the ascending negated priority as a bigint (KeyedAsOurs) and
+ * job_live keyed by queue and concurrency_key (text_ops, in byte order),
+ * the ascending negated priority as a bigint (KeyedAsOurs) and
  * the ascending id, holding every READY job that is not delayed and has a
  * key. */
 Relation
@@ -169,8 +169,7 @@ OpenLaneIndex(Oid namespace_id, Relation live, const Layout &l)
 	            form->indkey.values[3] == l.from[kId] && TupleDescAttr(desc, l.key - 1)->atttypid == TEXTOID &&
 	            index->rd_opfamily[0] == TEXT_BTREE_FAM_OID && index->rd_opfamily[1] == TEXT_BTREE_FAM_OID &&
 	            index->rd_opfamily[2] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[3] == INTEGER_BTREE_FAM_OID &&
-	            index->rd_indcollation[0] == l.queue_collation &&
-	            index->rd_indcollation[1] == TupleDescAttr(desc, l.key - 1)->attcollation &&
+	            index->rd_indcollation[0] == C_COLLATION_OID && index->rd_indcollation[1] == C_COLLATION_OID &&
 	            index->rd_indoption[0] == 0 && index->rd_indoption[1] == 0 && index->rd_indoption[2] == 0 &&
 	            index->rd_indoption[3] == 0 && KeyedAsOurs(index, l, IS_NOT_NULL, &known);
 	if (ours)
@@ -370,7 +369,6 @@ struct LaneScan::State {
 	void *arg;
 	const int64 *const *taken; /* the ids this pickup locked so far */
 	const int *ntaken;
-	Oid key_collation;
 };
 
 namespace {
@@ -429,7 +427,6 @@ LaneScan::Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg,
 	st->arg = arg;
 	st->taken = taken;
 	st->ntaken = ntaken;
-	st->key_collation = st->index->rd_indcollation[1];
 	/* As Pick: earlier pickups' claims written, a snapshot that sees them. */
 	deferred_claims::WriteAll();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -453,8 +450,8 @@ LaneScan::NextKey(Datum queue, const char *after)
 {
 	State &st = *state_;
 	ScanKeyData keys[2];
-	TextKey(&keys[0], 1, BTEqualStrategyNumber, st.layout.queue_collation, queue);
-	TextKey(&keys[1], 2, BTGreaterStrategyNumber, st.key_collation, CStringGetTextDatum(after));
+	TextKey(&keys[0], 1, BTEqualStrategyNumber, C_COLLATION_OID, queue);
+	TextKey(&keys[1], 2, BTGreaterStrategyNumber, C_COLLATION_OID, CStringGetTextDatum(after));
 	index_rescan(st.keys, keys, 2, nullptr, 0);
 	if (index_getnext_tid(st.keys, ForwardScanDirection) == nullptr)
 		return nullptr;
@@ -468,8 +465,8 @@ LaneScan::LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *pa
 {
 	State &st = *state_;
 	ScanKeyData keys[3], members[2];
-	TextKey(&keys[0], 1, BTEqualStrategyNumber, st.layout.queue_collation, queue);
-	TextKey(&keys[1], 2, BTEqualStrategyNumber, st.key_collation, key);
+	TextKey(&keys[0], 1, BTEqualStrategyNumber, C_COLLATION_OID, queue);
+	TextKey(&keys[1], 2, BTEqualStrategyNumber, C_COLLATION_OID, key);
 	StartKey(start, &keys[2], members);
 	for (ScanKeyData &member : members)
 		member.sk_attno += 2; /* the lane's (-priority, id) */

@@ -14,14 +14,17 @@ namespace pqrun::pick_lanes {
 namespace stmts {
 
 #define IN_LANE "status = 'READY' AND NOT delayed AND concurrency_key IS NOT NULL"
+/* job_live_lane's columns, in its byte order. */
+#define LANE_QUEUE "queue COLLATE pg_catalog.\"C\""
+#define LANE_KEY "concurrency_key COLLATE pg_catalog.\"C\""
 
 /* The first key after $2 in queue $1's lanes with a READY job ('' comes
  * before every key: enqueue refuses an empty one). One descent of
  * job_live_lane; the rows of the keys it passes are not read. */
 spi::Statement kNextKey{"next lane key",
                         "SELECT concurrency_key FROM pqrun.job_live"
-                        " WHERE " IN_LANE " AND queue = $1 AND concurrency_key > $2"
-                        " ORDER BY concurrency_key LIMIT 1",
+                        " WHERE " IN_LANE " AND " LANE_QUEUE " = $1 AND " LANE_KEY " > $2"
+                        " ORDER BY " LANE_KEY " LIMIT 1",
                         2,
                         {TEXTOID, TEXTOID}};
 
@@ -31,7 +34,7 @@ spi::Statement kNextKey{"next lane key",
  * not hide (their claims are written when the pickup ends). */
 spi::Statement kLockLane{"lock lane",
                          "SELECT " LOCKED_AS_JOB ", ctid FROM pqrun.job_live"
-                         " WHERE " IN_LANE " AND queue = $4 AND concurrency_key = $5"
+                         " WHERE " IN_LANE " AND " LANE_QUEUE " = $4 AND " LANE_KEY " = $5"
                          "   AND ($3::text[] IS NULL OR job_type = ANY ($3))" PQRUN_NOT_BLOCKED_PAIR("$6")
                          "   AND id <> ALL ($8)"
                          " ORDER BY (-(priority::bigint)), id LIMIT $2 FOR UPDATE SKIP LOCKED",
@@ -41,12 +44,15 @@ spi::Statement kLockLane{"lock lane",
 
 /* Whether lane ($1, $2) holds a READY job of job types $3. */
 spi::Statement kLaneHasJob{"lane has job",
-                           "SELECT 1 FROM pqrun.job_live WHERE " IN_LANE " AND queue = $1 AND concurrency_key = $2"
+                           "SELECT 1 FROM pqrun.job_live WHERE " IN_LANE " AND " LANE_QUEUE " = $1 AND " LANE_KEY
+                           " = $2"
                            "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) LIMIT 1",
                            3,
                            {TEXTOID, TEXTOID, TEXTARRAYOID}};
 
 #undef IN_LANE
+#undef LANE_QUEUE
+#undef LANE_KEY
 
 } // namespace stmts
 

@@ -265,7 +265,7 @@ check(f"job_live_lane read {read} entries for 100 claims", 100 <= read < 2000,
 # The measure sees a walk through h's lane: 5,000 of its entries read.
 before = lane_read(m)
 m.execute("SELECT count(*) FROM (SELECT id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed "
-          "AND concurrency_key IS NOT NULL AND queue = 'hog' AND concurrency_key = 'h' "
+          "AND concurrency_key IS NOT NULL AND queue COLLATE \"C\" = 'hog' AND concurrency_key COLLATE \"C\" = 'h' "
           "ORDER BY (-(priority::bigint)), id LIMIT 5000) s")
 m.execute("SELECT pg_stat_force_next_flush()")
 read = lane_read(m) - before
