@@ -129,3 +129,15 @@ SELECT indexrelid::regclass AS index, pg_get_expr(indpred, indrelid) AS predicat
 SELECT pqrun.set_key_limit('m', 3);
 SELECT pqrun.set_key_limit('m', 1, 'vip');
 SELECT line FROM regexp_split_to_table(pqrun.metrics(), E'\n') line WHERE line ~ '^pqrun_key_' ORDER BY 1;
+
+-- 9. A pickup that found the pick index empty (nothing there for anyone)
+-- does not look there again until a job becomes READY somewhere: a job
+-- without a key enqueued meanwhile is claimed by the next pickup.
+SELECT count(*) AS cancelled FROM (SELECT pqrun.cancel(id) FROM pqrun.job_live WHERE status <> 'RUNNING') s;
+SELECT count(*) AS finished FROM (SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE status = 'RUNNING') s;
+SELECT count(pqrun.enqueue('a', queue => 'mix', concurrency_key => 'x')) FROM generate_series(1, 4);
+SELECT concurrency_key FROM pqrun.pickup('w');
+SELECT concurrency_key FROM pqrun.pickup('w');
+SELECT concurrency_key FROM pqrun.pickup('w');
+SELECT pqrun.enqueue('a', queue => 'mix') > 0 AS unkeyed;
+SELECT count(*) FILTER (WHERE concurrency_key IS NULL) AS unkeyed_claimed FROM pqrun.pickup('w', batch_size => 2);

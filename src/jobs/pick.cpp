@@ -363,7 +363,14 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	lanes_first = lanes && !lanes_first;
 	uint64 n = lanes_first ? PickLanes(values, nulls, batch_size, &receiver) : 0;
 
-	if (n < static_cast<uint64>(batch_size)) {
+	/* Where lanes hold the work, the pick index is often empty: after an
+	 * unfiltered pick there found nothing and passed over nothing held back,
+	 * it is not looked at again until a job becomes READY somewhere. */
+	static Oid empty_db = InvalidOid;
+	static uint64 empty_gen = 0;
+	bool index_empty = lanes && empty_db == MyDatabaseId &&
+	                   wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
+	if (n < static_cast<uint64>(batch_size) && !index_empty) {
 		/* Start at the pickup hint, past the dead entries at the head of the
 		 * index that vacuum may not be allowed to remove yet. */
 		wake::PickKey start{INT64_MIN, INT64_MIN};
@@ -378,9 +385,11 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		/* Everything an unfiltered pickup passed on its way to its last
 		 * claim is claimed, dead or held by someone whose rollback lowers the
 		 * hint again; unless it passed over jobs its controls held back. */
-		if (hinted && picked > 0 && (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick) &&
-		    !flow_control::Skipped())
+		bool unfiltered = (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick) && !flow_control::Skipped();
+		if (hinted && picked > 0 && unfiltered)
 			wake::RaiseHint(gen, last);
+		empty_db = hinted && picked == 0 && unfiltered ? MyDatabaseId : InvalidOid;
+		empty_gen = gen;
 		n += picked;
 	}
 	if (lanes && !lanes_first && n < static_cast<uint64>(batch_size))

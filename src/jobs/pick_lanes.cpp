@@ -58,16 +58,43 @@ spi::Statement kLaneHasJob{"lane has job",
 
 namespace {
 
+/* One step between keys of a queue's lanes as a look found it: the key
+ * after `after` ("" for the first) is `next` (nullptr: none). */
+struct Step {
+	char *after;
+	char *next;
+};
+constexpr int kMaxSteps = 128;
+
 /* Where this backend's last claim from each keyed queue's lanes was: the
  * next pickup starts at the key after it. A few queues suffice; an entry
- * for a queue not used lately is given to the next one. */
+ * for a queue not used lately is given to the next one. With it, the steps
+ * between the queue's keys that looks found since hint generation
+ * `steps_gen`: keys appear only with jobs that become READY, which moves
+ * the generation, so while nothing did (wake::NothingReadyBelow) a step is
+ * taken again without a descent. A step may lead to a key whose jobs all
+ * ended since, which is then visited for nothing, as a descent would. */
 struct Cursor {
 	char *queue; /* nullptr: unused */
 	char *key;
+	Step *steps; /* kMaxSteps, TopMemoryContext */
+	int nsteps;
+	uint64 steps_gen;
 };
 constexpr int kCursors = 16;
 Cursor cursors[kCursors];
 int next_victim = 0;
+
+void
+ForgetSteps(Cursor &c)
+{
+	for (int i = 0; i < c.nsteps; i++) {
+		pfree(c.steps[i].after);
+		if (c.steps[i].next)
+			pfree(c.steps[i].next);
+	}
+	c.nsteps = 0;
+}
 
 Cursor &
 CursorOf(const char *queue)
@@ -81,9 +108,30 @@ CursorOf(const char *queue)
 		pfree(c.queue);
 	if (c.key)
 		pfree(c.key);
+	ForgetSteps(c);
 	c.queue = MemoryContextStrdup(TopMemoryContext, queue);
 	c.key = nullptr;
 	return c;
+}
+
+/* KeyAfter answers the key after `after` in the cursor's queue, from a step
+ * found before when they are `known` to hold, else from look(after), whose
+ * answer becomes a step. */
+template <typename Look>
+char *
+KeyAfter(Cursor &c, bool known, const char *after, Look look)
+{
+	for (int i = 0; known && i < c.nsteps; i++)
+		if (strcmp(c.steps[i].after, after) == 0)
+			return c.steps[i].next ? pstrdup(c.steps[i].next) : nullptr;
+	char *next = look(after);
+	if (c.nsteps < kMaxSteps) {
+		if (c.steps == nullptr)
+			c.steps = static_cast<Step *>(MemoryContextAlloc(TopMemoryContext, sizeof(Step) * kMaxSteps));
+		c.steps[c.nsteps++] = Step{MemoryContextStrdup(TopMemoryContext, after),
+		                           next ? MemoryContextStrdup(TopMemoryContext, next) : nullptr};
+	}
+	return next;
 }
 
 void
@@ -208,12 +256,19 @@ Pick(const Request &r, const Receiver &to)
 	pick_direct::LaneScan scan;
 	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
 	uint64 gen = wake::HintGen(); /* before the scans: what became READY during them unsettles their hints */
-	auto next_key = [&](Datum queue, const char *after) {
-		return direct ? scan.NextKey(queue, after) : NextKey(queue, after);
-	};
 	for (int q = 0; q < nqueues && *to.claimed - before < r.want; q++) {
 		Datum queue = CStringGetTextDatum(queues[q]);
 		Cursor &cursor = CursorOf(queues[q]);
+		bool known = cursor.nsteps > 0 && wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
+		if (!known) {
+			ForgetSteps(cursor);
+			cursor.steps_gen = gen;
+		}
+		auto next_key = [&](Datum queue_text, const char *after) {
+			return KeyAfter(cursor, known, after, [&](const char *from) {
+				return direct ? scan.NextKey(queue_text, from) : NextKey(queue_text, from);
+			});
+		};
 		Walk(
 		    queue, cursor.key, next_key,
 		    [&](const char *key) {
