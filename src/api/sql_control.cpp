@@ -31,6 +31,20 @@ NameArg(FunctionCallInfo fcinfo, int argno, const char *name, bool may_be_null =
 	return value;
 }
 
+/* LimitArg answers argument `argno`, max_running: -1 when NULL (remove the
+ * limit), 22023 out of range. */
+int32
+LimitArg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		return -1;
+	int32 max_running = PG_GETARG_INT32(argno);
+	if (max_running < 0 || max_running > flow_control::kMaxLimit)
+		RaiseInvalid(
+		    psprintf("max_running must be between 0 and %d, or NULL to remove the limit", flow_control::kMaxLimit));
+	return max_running;
+}
+
 /* RequireSharedMemory refuses (55000) to set controls nothing would enforce. */
 void
 RequireSharedMemory()
@@ -67,10 +81,7 @@ PQRUN_FUNCTION(pqrun_resume_queue)
 PQRUN_FUNCTION(pqrun_set_concurrency_limit)
 {
 	text *queue = NameArg(fcinfo, 0, "queue");
-	int32 max_running = PG_ARGISNULL(1) ? -1 : PG_GETARG_INT32(1);
-	if (!PG_ARGISNULL(1) && (max_running < 0 || max_running > flow_control::kMaxLimit))
-		RaiseInvalid(
-		    psprintf("max_running must be between 0 and %d, or NULL to remove the limit", flow_control::kMaxLimit));
+	int32 max_running = LimitArg(fcinfo, 1);
 	text *job_type = NameArg(fcinfo, 2, "job_type", true);
 	RequireSharedMemory();
 	spi::Connect();
@@ -82,10 +93,7 @@ PQRUN_FUNCTION(pqrun_set_concurrency_limit)
 PQRUN_FUNCTION(pqrun_set_key_limit)
 {
 	text *queue = NameArg(fcinfo, 0, "queue");
-	int32 max_running = PG_ARGISNULL(1) ? -1 : PG_GETARG_INT32(1);
-	if (!PG_ARGISNULL(1) && (max_running < 0 || max_running > flow_control::kMaxLimit))
-		RaiseInvalid(
-		    psprintf("max_running must be between 0 and %d, or NULL to remove the limit", flow_control::kMaxLimit));
+	int32 max_running = LimitArg(fcinfo, 1);
 	text *key = NameArg(fcinfo, 2, "concurrency_key", true);
 	RequireSharedMemory();
 	spi::Connect();
