@@ -21,7 +21,9 @@ CREATE SEQUENCE pqrun.job_id_seq;
  * job's holder is the session with process id holder_pid that started at
  * holder_started (last, as ALTER TABLE added it in 0.5.0). `progress` is
  * what the job's worker last reported with its heartbeat and `snoozes` how
- * often it was snoozed (0.8.0, last for the same reason). */
+ * often it was snoozed (0.8.0, last for the same reason), then its
+ * concurrency key (0.10.0) and the tokens it takes from each rate limit
+ * that applies to it (0.11.0, NULL: one). */
 CREATE TABLE pqrun.job_live (
 	id              bigint      NOT NULL DEFAULT pg_catalog.nextval('pqrun.job_id_seq'),
 	status          pqrun.job_status NOT NULL,
@@ -50,6 +52,7 @@ CREATE TABLE pqrun.job_live (
 	progress        jsonb,
 	snoozes         int         NOT NULL DEFAULT 0,
 	concurrency_key text,
+	rate_weight     int,
 	PRIMARY KEY (id),
 	CHECK (status IN ('BLOCKED', 'READY', 'RUNNING')),
 	CHECK (NOT delayed OR status = 'READY')
@@ -109,6 +112,7 @@ CREATE TABLE pqrun.job_done (
 	progress        jsonb,
 	snoozes         int         NOT NULL DEFAULT 0,
 	concurrency_key text,
+	rate_weight     int,
 	PRIMARY KEY (id),
 	CHECK (status IN ('DONE', 'FAILED', 'CANCELLED'))
 );
@@ -152,14 +156,14 @@ CREATE VIEW pqrun.jobs AS
 	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,
 	       fifo_key, depends_on, last_error,
 	       NULL::timestamptz AS finished_at, NULL::int AS duration_ms, NULL::jsonb AS result,
-	       created_at, updated_at, progress, snoozes, concurrency_key
+	       created_at, updated_at, progress, snoozes, concurrency_key, rate_weight
 	  FROM pqrun.job_live
 	UNION ALL
 	SELECT id, queue, job_type, payload, status, priority, attempts, max_attempts,
 	       run_after, timeout_seconds, locked_at, locked_by, lease_token, dedupe_key,
 	       fifo_key, depends_on, last_error,
 	       finished_at, duration_ms, result,
-	       created_at, updated_at, progress, snoozes, concurrency_key
+	       created_at, updated_at, progress, snoozes, concurrency_key, rate_weight
 	  FROM pqrun.job_done;
 
 CREATE VIEW pqrun.job_attempts AS
@@ -188,7 +192,8 @@ CREATE FUNCTION pqrun.enqueue(
 	queue           text        DEFAULT 'default',
 	depends_on      bigint[]    DEFAULT NULL,
 	fifo_key        text        DEFAULT NULL,
-	concurrency_key text        DEFAULT NULL)
+	concurrency_key text        DEFAULT NULL,
+	rate_weight     int         DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'pqrun_enqueue' LANGUAGE c VOLATILE;
 
@@ -312,6 +317,8 @@ CREATE TABLE pqrun.queue_control (
 	concurrency_key     text,
 	max_running_per_key int,
 	keyed               boolean NOT NULL DEFAULT false,
+	rate_per_key        double precision,
+	burst_per_key       int,
 	CONSTRAINT queue_control_key UNIQUE NULLS NOT DISTINCT (queue, job_type, concurrency_key),
 	CHECK (max_running OPERATOR(pg_catalog.>=) 0),
 	CHECK (rate OPERATOR(pg_catalog.>) 0 AND burst OPERATOR(pg_catalog.>=) 1),
@@ -319,8 +326,12 @@ CREATE TABLE pqrun.queue_control (
 	CHECK (job_type IS NULL OR NOT paused),
 	CONSTRAINT queue_control_per_key CHECK (max_running_per_key OPERATOR(pg_catalog.>=) 0),
 	CONSTRAINT queue_control_key_row CHECK (concurrency_key IS NULL OR (job_type IS NULL AND NOT paused)),
-	CONSTRAINT queue_control_queue_row CHECK ((max_running_per_key IS NULL AND NOT keyed)
-	                                          OR (job_type IS NULL AND concurrency_key IS NULL))
+	CONSTRAINT queue_control_queue_row CHECK ((max_running_per_key IS NULL AND rate_per_key IS NULL AND NOT keyed)
+	                                          OR (job_type IS NULL AND concurrency_key IS NULL)),
+	CONSTRAINT queue_control_rate_per_key CHECK (rate_per_key OPERATOR(pg_catalog.>) 0
+	                                             AND burst_per_key OPERATOR(pg_catalog.>=) 1),
+	CONSTRAINT queue_control_rate_per_key_burst CHECK ((rate_per_key IS NULL) OPERATOR(pg_catalog.=)
+	                                                   (burst_per_key IS NULL))
 );
 SELECT pg_catalog.pg_extension_config_dump('pqrun.queue_control', '');
 SELECT pg_catalog.pg_extension_config_dump('pqrun.queue_control_id_seq', '');
@@ -350,16 +361,18 @@ CREATE VIEW pqrun.queue_controls AS
 	       COALESCE(pg_catalog.sum(l.ready), 0)::bigint AS ready,
 	       c.rate, c.burst,
 	       CASE WHEN c.rate IS NOT NULL
-	            THEN LEAST(c.burst, COALESCE(f.tokens OPERATOR(pg_catalog.+) c.rate OPERATOR(pg_catalog.*)
-	                                         pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()
-	                                                              OPERATOR(pg_catalog.-) f.refilled_at),
+	            THEN LEAST(c.burst, COALESCE(f.tokens OPERATOR(pg_catalog.+)
+	                                         (c.rate OPERATOR(pg_catalog.*)
+	                                          pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()
+	                                                               OPERATOR(pg_catalog.-) f.refilled_at)),
 	                                         c.burst)) END AS tokens,
 	       c.updated_at, c.concurrency_key, c.max_running_per_key, c.keyed,
 	       CASE WHEN c.job_type IS NULL AND c.concurrency_key IS NULL THEN
 	           (SELECT COALESCE(pg_catalog.max(k.running), 0)::bigint
 	              FROM (SELECT pg_catalog.sum(b.running) AS running FROM live b
 	                     WHERE b.queue OPERATOR(pg_catalog.=) c.queue AND b.concurrency_key IS NOT NULL
-	                     GROUP BY b.concurrency_key) k) END AS busiest_key_running
+	                     GROUP BY b.concurrency_key) k) END AS busiest_key_running,
+	       c.rate_per_key, c.burst_per_key
 	  FROM pqrun.queue_control c
 	  LEFT JOIN live l ON l.queue OPERATOR(pg_catalog.=) c.queue
 	                  AND (c.job_type IS NULL OR l.job_type OPERATOR(pg_catalog.=) c.job_type)
@@ -404,9 +417,19 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'pqrun_set_key_limit' LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
+/* A token bucket for each concurrency key of the queue (concurrency_key
+ * NULL: every key without a rate limit of its own), or for the one key
+ * given: per_second tokens, at most burst; NULL removes it. */
+CREATE FUNCTION pqrun.set_key_rate_limit(queue text, per_second double precision, burst int DEFAULT 1,
+                                         concurrency_key text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pqrun_set_key_rate_limit' LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
 REVOKE ALL ON FUNCTION pqrun.pause_queue(text), pqrun.resume_queue(text),
 	pqrun.set_concurrency_limit(text, int, text), pqrun.set_rate_limit(text, double precision, int, text),
-	pqrun.set_key_limit(text, int, text), pqrun._flow_counters() FROM PUBLIC;
+	pqrun.set_key_limit(text, int, text), pqrun.set_key_rate_limit(text, double precision, int, text),
+	pqrun._flow_counters() FROM PUBLIC;
 
 /* ---- Observing ---------------------------------------------------------- */
 
@@ -545,13 +568,26 @@ AS $$
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_limit{queue=%s,job_type=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(job_type, '')), rate), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL),
+	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_rate_tokens Claims a rate limit allows at once now.',
 	  '# TYPE pqrun_rate_tokens gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_tokens{queue=%s,job_type=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(job_type, '')), tokens), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL)) || E'\n'
+	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NULL),
+	  '# HELP pqrun_key_rate_limit Most claims per second of one concurrency key (pqrun.set_key_rate_limit; concurrency_key "" for every key without its own).',
+	  '# TYPE pqrun_key_rate_limit gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limit{queue=%s,concurrency_key=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(concurrency_key, '')),
+	           COALESCE(rate, rate_per_key)), E'\n' ORDER BY queue, concurrency_key NULLS FIRST)
+	     FROM pqrun.queue_controls
+	    WHERE (concurrency_key IS NOT NULL AND rate IS NOT NULL) OR rate_per_key IS NOT NULL),
+	  '# HELP pqrun_key_rate_tokens Claims a key''s own rate limit allows at once now.',
+	  '# TYPE pqrun_key_rate_tokens gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_tokens{queue=%s,concurrency_key=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(concurrency_key), tokens), E'\n'
+	           ORDER BY queue, concurrency_key)
+	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL)) || E'\n'
 $$;
 
 /* ---- Permissions -------------------------------------------------------- */
@@ -607,7 +643,7 @@ BEGIN
 	PERFORM pqrun._require_role(role);
 	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
 	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text),'
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),'
 	               ' pqrun.enqueue_batch(jsonb), pqrun.cancel(bigint, text) TO %s', role);
 END $$;
 
@@ -626,7 +662,7 @@ BEGIN
 	               ' pqrun.mark_error(bigint, text, boolean, uuid, interval),'
 	               ' pqrun.heartbeat(bigint, uuid, jsonb, interval),'
 	               ' pqrun.release(bigint, uuid), pqrun.snooze(bigint, interval, uuid),'
-	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text),'
+	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),'
 	               ' pqrun.enqueue_batch(jsonb) TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);
 END $$;

@@ -11,9 +11,9 @@ namespace pqrun::batch {
 
 namespace {
 
-const char *const kKeys[queue::kEnqueueArgCount] = {"job_type",     "payload",         "priority",   "run_after",
-                                                    "max_attempts", "timeout_seconds", "dedupe_key", "queue",
-                                                    "depends_on",   "fifo_key",        "concurrency_key"};
+const char *const kKeys[queue::kEnqueueArgCount] = {
+    "job_type",   "payload", "priority",   "run_after", "max_attempts",    "timeout_seconds",
+    "dedupe_key", "queue",   "depends_on", "fifo_key",  "concurrency_key", "rate_weight"};
 
 void
 ExpectType(const JsonbValue &value, enum jbvType type, int element, const char *key, const char *type_name)
@@ -116,6 +116,7 @@ Convert(int arg, const JsonbValue &value, int element)
 	case queue::kPriority:
 	case queue::kMaxAttempts:
 	case queue::kTimeoutSeconds:
+	case queue::kRateWeight:
 		return NumericToInt4(value, element, key);
 	case queue::kRunAfter:
 		return ToTimestamptz(value, element, key);

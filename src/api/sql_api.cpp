@@ -123,7 +123,8 @@ using spi::Finish;
 PQRUN_FUNCTION(pqrun_enqueue)
 {
 	queue::EnqueueArgs args;
-	/* An install before 0.10.0 passes no concurrency_key. */
+	/* An install before 0.10.0 passes no concurrency_key, before 0.11.0 no
+	 * rate_weight. */
 	for (int i = 0; i < queue::kEnqueueArgCount; i++) {
 		args.isnull[i] = i >= PG_NARGS() || PG_ARGISNULL(i);
 		args.value[i] = args.isnull[i] ? Datum(0) : PG_GETARG_DATUM(i);

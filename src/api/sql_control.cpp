@@ -1,7 +1,8 @@
 /* src/api/sql_control.cpp — the SQL-callable functions that set flow
  * controls: pqrun.pause_queue, pqrun.resume_queue,
- * pqrun.set_concurrency_limit, pqrun.set_key_limit and pqrun.set_rate_limit. Each entry point
- * checks its arguments and calls queue_control::, like sql_api.cpp. */
+ * pqrun.set_concurrency_limit, pqrun.set_key_limit, pqrun.set_rate_limit and
+ * pqrun.set_key_rate_limit. Each entry point checks its arguments and calls
+ * queue_control::, like sql_api.cpp. */
 #include "jobs/flow_control.hpp"
 #include "jobs/queue_control.hpp"
 #include "pg/boundary.hpp"
@@ -43,6 +44,24 @@ LimitArg(FunctionCallInfo fcinfo, int argno)
 		RaiseInvalid(
 		    psprintf("max_running must be between 0 and %d, or NULL to remove the limit", flow_control::kMaxLimit));
 	return max_running;
+}
+
+/* RateArgs answers arguments `argno` (per_second: 0 when NULL, remove the
+ * rate limit) and `argno` + 1 (burst), 22023 out of range. */
+double
+RateArgs(FunctionCallInfo fcinfo, int argno, int32 *burst)
+{
+	double per_second = PG_ARGISNULL(argno) ? 0 : PG_GETARG_FLOAT8(argno);
+	/* NaN fails both comparisons: refused too. */
+	if (!PG_ARGISNULL(argno) && !(per_second > 0 && per_second <= flow_control::kMaxRate))
+		RaiseInvalid(psprintf("per_second must be above 0 and at most %.0f, or NULL to remove the rate limit",
+		                      flow_control::kMaxRate));
+	if (PG_ARGISNULL(argno + 1))
+		RaiseInvalid("burst must not be null");
+	*burst = PG_GETARG_INT32(argno + 1);
+	if (*burst < 1 || *burst > flow_control::kMaxBurst)
+		RaiseInvalid(psprintf("burst must be between 1 and %d", flow_control::kMaxBurst));
+	return per_second;
 }
 
 /* RequireSharedMemory refuses (55000) to set controls nothing would enforce. */
@@ -105,20 +124,25 @@ PQRUN_FUNCTION(pqrun_set_key_limit)
 PQRUN_FUNCTION(pqrun_set_rate_limit)
 {
 	text *queue = NameArg(fcinfo, 0, "queue");
-	double per_second = PG_ARGISNULL(1) ? 0 : PG_GETARG_FLOAT8(1);
-	/* NaN fails both comparisons: refused too. */
-	if (!PG_ARGISNULL(1) && !(per_second > 0 && per_second <= flow_control::kMaxRate))
-		RaiseInvalid(psprintf("per_second must be above 0 and at most %.0f, or NULL to remove the rate limit",
-		                      flow_control::kMaxRate));
-	if (PG_ARGISNULL(2))
-		RaiseInvalid("burst must not be null");
-	int32 burst = PG_GETARG_INT32(2);
-	if (burst < 1 || burst > flow_control::kMaxBurst)
-		RaiseInvalid(psprintf("burst must be between 1 and %d", flow_control::kMaxBurst));
+	int32 burst;
+	double per_second = RateArgs(fcinfo, 1, &burst);
 	text *job_type = NameArg(fcinfo, 3, "job_type", true);
 	RequireSharedMemory();
 	spi::Connect();
 	queue_control::SetRate(queue, job_type, per_second, burst);
+	spi::Finish();
+	PG_RETURN_VOID();
+}
+
+PQRUN_FUNCTION(pqrun_set_key_rate_limit)
+{
+	text *queue = NameArg(fcinfo, 0, "queue");
+	int32 burst;
+	double per_second = RateArgs(fcinfo, 1, &burst);
+	text *key = NameArg(fcinfo, 3, "concurrency_key", true);
+	RequireSharedMemory();
+	spi::Connect();
+	queue_control::SetKeyRate(queue, key, per_second, burst);
 	spi::Finish();
 	PG_RETURN_VOID();
 }

@@ -35,16 +35,17 @@ namespace stmts {
  * serves the others, and keyless runs only when that path declines. */
 #define INSERT_LIVE                                                                                                    \
 	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"            \
-	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload" PQRUN_JOB_KEY ")"          \
+	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, payload" PQRUN_JOB_KEY              \
+	    PQRUN_JOB_WEIGHT ")"                                                                                           \
 	" VALUES ($1::pqrun.job_status, $2, $3, $4, $5, $6, pg_catalog.now(), pg_catalog.now(),"                           \
-	"   $7, $8, $9, $10, $11, $12" PQRUN_ENQUEUE_KEY ")"
+	"   $7, $8, $9, $10, $11, $12" PQRUN_ENQUEUE_KEY PQRUN_ENQUEUE_WEIGHT ")"
 static_assert(job_row::EnqueueListIs(INSERT_LIVE), "INSERT_LIVE must list job_row::kColumns' enqueued columns");
 #define INSERT_LIVE_RETURNING " RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text"
 #define INSERT_LIVE_ARGS                                                                                               \
-	13,                                                                                                                \
+	14,                                                                                                                \
 	{                                                                                                                  \
 		TEXTOID, BOOLOID, INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, \
-		    JSONBOID, TEXTOID                                                                                          \
+		    JSONBOID, TEXTOID, INT4OID                                                                                 \
 	}
 #define INSERT_LIVE_RUN                                                                                                \
 	"INSERT INTO pqrun.job_live AS j (status, delayed, priority, max_attempts, timeout_seconds, run_after,"            \
@@ -78,14 +79,15 @@ spi::Statement kInsertLiveRun{"insert live run", INSERT_LIVE_RUN ON_DEDUPE_KEY I
 spi::Statement kInsertCancelled{
     "insert cancelled",
     "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
-    "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-    PQRUN_JOB_KEY ")"
+    "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, "
+    "payload" PQRUN_JOB_KEY PQRUN_JOB_WEIGHT ")"
     " VALUES (pg_catalog.nextval('pqrun.job_id_seq'), 'CANCELLED', $1, 0, $2, $3, $4,"
-    "   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11" PQRUN_CANCELLED_KEY ")"
+    "   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11" PQRUN_CANCELLED_KEY
+        PQRUN_CANCELLED_WEIGHT ")"
     " RETURNING id",
-    12,
+    13,
     {INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, JSONBOID,
-     TEXTOID}};
+     TEXTOID, INT4OID}};
 
 /* Locks the unfinished dependencies so none can finish while the dependent
  * is being written, and flags them so finishing them looks for dependents. */
@@ -126,9 +128,9 @@ Validate(const EnqueueArgs &args, int element)
 		RaiseInvalid("job_type must not be null or empty", element);
 	for (EnqueueArg required : {kPayload, kPriority, kMaxAttempts, kQueue})
 		if (args.isnull[required]) {
-			static const char *const kNames[] = {"job_type",     "payload",         "priority",   "run_after",
-			                                     "max_attempts", "timeout_seconds", "dedupe_key", "queue",
-			                                     "depends_on",   "fifo_key",        "concurrency_key"};
+			static const char *const kNames[] = {"job_type",     "payload",         "priority",        "run_after",
+			                                     "max_attempts", "timeout_seconds", "dedupe_key",      "queue",
+			                                     "depends_on",   "fifo_key",        "concurrency_key", "rate_weight"};
 			RaiseInvalid(psprintf("%s must not be null", kNames[required]), element);
 		}
 	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
@@ -141,6 +143,11 @@ Validate(const EnqueueArgs &args, int element)
 	/* A key's lane starts after '' (pick_lanes.cpp). */
 	if (!args.isnull[kConcurrencyKey] && VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kConcurrencyKey])) == 0)
 		RaiseInvalid("concurrency_key must not be empty", element);
+	if (!args.isnull[kRateWeight] && (DatumGetInt32(args.value[kRateWeight]) < 1 ||
+	                                  DatumGetInt32(args.value[kRateWeight]) > flow_control::kMaxRateWeight))
+		RaiseInvalid(psprintf("rate_weight must be between 1 and %d, not %d", flow_control::kMaxRateWeight,
+		                      DatumGetInt32(args.value[kRateWeight])),
+		             element);
 	/* An infinite run_after never falls due, or is overdue by an infinite
 	 * age that queue_stats cannot show. */
 	if (!args.isnull[kRunAfter] && TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(args.value[kRunAfter])))
@@ -409,18 +416,20 @@ Enqueue(const EnqueueArgs &args, int element)
 			if (Exec(stmts::kLiveByDedupe, key, nullptr, SPI_OK_SELECT) > 0)
 				return ColInt64(0, 1);
 		}
-		Datum values[12] = {args.value[kPriority],       args.value[kMaxAttempts],
+		Datum values[13] = {args.value[kPriority],       args.value[kMaxAttempts],
 		                    args.value[kTimeoutSeconds], TimestampTzGetDatum(run_after),
 		                    args.value[kQueue],          args.value[kJobType],
 		                    args.value[kDedupeKey],      args.value[kFifoKey],
 		                    args.value[kDependsOn],      CStringGetTextDatum(cancel_reason),
-		                    args.value[kPayload],        args.value[kConcurrencyKey]};
+		                    args.value[kPayload],        args.value[kConcurrencyKey],
+		                    args.value[kRateWeight]};
 		nulls[2] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
 		nulls[6] = args.isnull[kDedupeKey] ? 'n' : ' ';
 		nulls[7] = args.isnull[kFifoKey] ? 'n' : ' ';
 		nulls[8] = args.isnull[kDependsOn] ? 'n' : ' ';
 		nulls[11] = args.isnull[kConcurrencyKey] ? 'n' : ' ';
-		nulls[12] = '\0';
+		nulls[12] = args.isnull[kRateWeight] ? 'n' : ' ';
+		nulls[13] = '\0';
 		Exec(stmts::kInsertCancelled, values, nulls, SPI_OK_INSERT_RETURNING);
 		const char *queue = TextDatumGetCString(args.value[kQueue]);
 		const char *job_type = TextDatumGetCString(args.value[kJobType]);
@@ -439,7 +448,7 @@ Enqueue(const EnqueueArgs &args, int element)
 			blocked = true;
 	}
 
-	Datum values[13] = {CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady)),
+	Datum values[14] = {CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady)),
 	                    BoolGetDatum(!blocked && run_after > now),
 	                    args.value[kPriority],
 	                    args.value[kMaxAttempts],
@@ -451,13 +460,15 @@ Enqueue(const EnqueueArgs &args, int element)
 	                    args.value[kFifoKey],
 	                    args.value[kDependsOn],
 	                    args.value[kPayload],
-	                    args.value[kConcurrencyKey]};
+	                    args.value[kConcurrencyKey],
+	                    args.value[kRateWeight]};
 	nulls[4] = args.isnull[kTimeoutSeconds] ? 'n' : ' ';
 	nulls[8] = args.isnull[kDedupeKey] ? 'n' : ' ';
 	nulls[9] = args.isnull[kFifoKey] ? 'n' : ' ';
 	nulls[10] = args.isnull[kDependsOn] ? 'n' : ' ';
 	nulls[12] = args.isnull[kConcurrencyKey] ? 'n' : ' ';
-	nulls[13] = '\0';
+	nulls[13] = args.isnull[kRateWeight] ? 'n' : ' ';
+	nulls[14] = '\0';
 	Exec(args.isnull[kDedupeKey] ? stmts::kInsertLiveKeyless : stmts::kInsertLive, values, nulls,
 	     SPI_OK_INSERT_RETURNING);
 	int64 id = ColInt64(0, 1);
@@ -500,8 +511,10 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 	MemoryContext batch_context = MemoryContextSwitchTo(contexts[current]);
 	EnqueueArgs args;
 	while (batch::Next(&cursor, &args)) {
-		/* A keyed job's run would lose its key on the SQL path (INSERT_LIVE_RUN). */
-		bool plain = args.isnull[kDependsOn] && args.isnull[kFifoKey] && args.isnull[kConcurrencyKey];
+		/* A keyed or weighted job's run would lose its key or weight on the
+		 * SQL path (INSERT_LIVE_RUN). */
+		bool plain = args.isnull[kDependsOn] && args.isnull[kFifoKey] && args.isnull[kConcurrencyKey] &&
+		             args.isnull[kRateWeight];
 		if (plain)
 			Validate(args, cursor.element); /* Enqueue validates the others */
 		bool has_key = !args.isnull[kDedupeKey];

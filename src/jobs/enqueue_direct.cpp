@@ -99,6 +99,9 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 		case job_row::kConcurrencyKey:
 			arg(queue::kConcurrencyKey);
 			break;
+		case job_row::kRateWeight:
+			arg(queue::kRateWeight);
+			break;
 		case job_row::kDedupeKey: /* jobs with these take the SQL path */
 		case job_row::kFifoKey:
 		case job_row::kDependsOn:

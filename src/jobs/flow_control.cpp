@@ -2,8 +2,9 @@
  * claim time (flow_control.hpp).
  *
  * Shared memory holds, server-wide, one Counter per limit or rate limit in
- * use (a rate limit's bucket is in it) and a pool of Places, each a claimed
- * job counted in one limit, chained per counter. One LWLock guards both: it
+ * use (a rate limit's bucket is in it), a pool of Places, each a claimed
+ * job counted in one limit, chained per counter, and the KeyBuckets of the
+ * rate limits per key. One LWLock guards them all: it
  * is taken only by pickups of controlled queues, and held for list walks
  * bounded by the limit, never for I/O.
  */
@@ -18,11 +19,12 @@ namespace pqrun::flow_control {
 
 namespace stmts {
 
-spi::Statement kLoadControls{"load controls",
-                             "SELECT id, queue, job_type, paused, max_running, rate, burst" PQRUN_CONTROL_KEYS
-                             " FROM pqrun.queue_control",
-                             0,
-                             {}};
+spi::Statement kLoadControls{
+    "load controls",
+    "SELECT id, queue, job_type, paused, max_running, rate, burst" PQRUN_CONTROL_KEYS PQRUN_CONTROL_KEY_RATES
+    " FROM pqrun.queue_control",
+    0,
+    {}};
 
 /* The jobs a limit counts, when it is first needed, with their keys. */
 spi::Statement kLoadRunning{"load running",
@@ -85,12 +87,29 @@ struct Counter {
 };
 constexpr Counter kFreeCounter{InvalidOid, 0, 0, -1, false, 0, 0, 0};
 
+/* The bucket of one key under its queue's rate limit per key, found by
+ * probing kKeyProbe slots from the hash of (control, key). Its rate and
+ * burst are copied from the control at each use, so that whether it is full
+ * (and may be forgotten) is known without the control. */
+constexpr int kMaxKeyBuckets = 4096;
+constexpr int kKeyProbe = 16;
+struct KeyBucket {
+	Oid dboid; /* InvalidOid: free */
+	int64 control_id;
+	uint64 key_hash;
+	double tokens;
+	TimestampTz refilled_at;
+	double rate;
+	int32 burst;
+};
+
 struct SharedPlaces {
 	LWLock *lock;
 	int32 nfree;
 	Counter counters[kMaxCounters];
 	int32 free_list[kMaxPlaces];
 	Place places[kMaxPlaces];
+	KeyBucket key_buckets[kMaxKeyBuckets];
 };
 
 SharedPlaces *shared = nullptr;
@@ -108,9 +127,11 @@ struct Control {
 	int32 burst;       /* the most tokens its bucket holds */
 	char *key;         /* a key's own control: its concurrency key, else nullptr */
 	int key_len;
-	int32 max_per_key; /* a queue's limit for each of its keys, -1: none */
-	bool keyed;        /* a queue whose jobs have had keys: pickups walk its lanes */
-	int counter;       /* its Counter, -1: not known yet */
+	int32 max_per_key;   /* a queue's limit for each of its keys, -1: none */
+	bool keyed;          /* a queue whose jobs have had keys: pickups walk its lanes */
+	double rate_per_key; /* a queue's rate limit for each of its keys, 0: none */
+	int32 burst_per_key;
+	int counter; /* its Counter, -1: not known yet */
 };
 Control *controls = nullptr;
 int ncontrols = 0;
@@ -150,9 +171,11 @@ MemoryContext look_context = nullptr;
 /* Places and tokens this transaction took, to give back if it rolls back. */
 struct Taken {
 	int counter;
-	int64 job_id; /* 0: a token of a rate limit */
+	int64 job_id; /* 0: tokens of a rate limit */
 	pg_uuid_t token;
 	int level;
+	int32 weight;    /* the tokens taken */
+	uint64 key_hash; /* tokens of the bucket of this key (the counter's rate limit per key), 0: its own */
 };
 Taken *taken = nullptr;
 int ntaken = 0;
@@ -244,7 +267,19 @@ RemovePlace(int i, int64 job_id, const pg_uuid_t &token, TransactionId xid)
 	}
 }
 
-/* FreeCounter gives counter `i` and its places back; lock held exclusively. */
+/* FreeKeyBuckets forgets the buckets of this database's keys for which
+ * `gone(control_id)` holds; lock held exclusively. */
+template <typename Gone>
+void
+FreeKeyBuckets(Gone gone)
+{
+	for (KeyBucket &b : shared->key_buckets)
+		if (b.dboid == MyDatabaseId && gone(b.control_id))
+			b.dboid = InvalidOid;
+}
+
+/* FreeCounter gives counter `i`, its places and its keys' buckets back;
+ * lock held exclusively. */
 void
 FreeCounter(int i)
 {
@@ -254,14 +289,17 @@ FreeCounter(int i)
 		shared->free_list[shared->nfree++] = p;
 		p = next;
 	}
+	int64 id = shared->counters[i].control_id;
+	FreeKeyBuckets([id](int64 control_id) { return control_id == id; });
 	shared->counters[i] = kFreeCounter;
 }
 
-/* Counted answers whether control `c` keeps a Counter: a limit or a rate. */
+/* Counted answers whether control `c` keeps a Counter: a limit or a rate
+ * (the counter of a rate limit per key names its buckets). */
 bool
 Counted(const Control &c)
 {
-	return c.max_running >= 0 || c.rate > 0 || c.max_per_key >= 0;
+	return c.max_running >= 0 || c.rate > 0 || c.max_per_key >= 0 || c.rate_per_key > 0;
 }
 
 /* Placed answers whether control `c` counts places: a limit, of the queue
@@ -300,23 +338,30 @@ QueueRow(const Control &c)
 	return c.job_type == nullptr && c.key == nullptr;
 }
 
-/* Tokens answers the bucket of rate limit `c` as of `now`: what it held,
- * refilled at its rate, at most its burst. */
+/* Refilled answers what a bucket that held `tokens` at `since` holds at
+ * `now`, refilled at `rate` per second, at most `burst`. */
+double
+Refilled(double tokens, TimestampTz since, double rate, int32 burst, TimestampTz now)
+{
+	double refill = now > since ? rate * static_cast<double>(now - since) / USECS_PER_SEC : 0;
+	return Min(static_cast<double>(burst), tokens + refill);
+}
+
+/* Tokens answers the bucket of rate limit `c` as of `now`. */
 double
 Tokens(const Counter &k, const Control &c, TimestampTz now)
 {
-	double refill = now > k.refilled_at ? c.rate * static_cast<double>(now - k.refilled_at) / USECS_PER_SEC : 0;
-	return Min(static_cast<double>(c.burst), k.tokens + refill);
+	return Refilled(k.tokens, k.refilled_at, c.rate, c.burst, now);
 }
 
-/* NoteEmpty notes that rate limit `c` had `tokens` at `now`, fewer than
- * one: a waiter sleeps until it has one again (NextTokenAt). */
+/* NoteEmpty notes that a bucket filling at `rate` had `tokens` at `now`,
+ * fewer than one: a waiter sleeps until it has one again (NextTokenAt). */
 void
-NoteEmpty(const Control &c, double tokens, TimestampTz now)
+NoteEmpty(double rate, double tokens, TimestampTz now)
 {
-	/* At most an hour ahead (a tiny rate's next token may be centuries
-	 * away): the waiter looks again then. */
-	double wait_us = Min((1 - Max(tokens, 0.0)) / c.rate * USECS_PER_SEC, static_cast<double>(USECS_PER_HOUR));
+	/* At most an hour ahead (a tiny rate's next token, or one after a heavy
+	 * job's debt, may be centuries away): the waiter looks again then. */
+	double wait_us = Min((1 - tokens) / rate * USECS_PER_SEC, static_cast<double>(USECS_PER_HOUR));
 	TimestampTz at = now + static_cast<int64>(wait_us) + 1;
 	next_token_at = next_token_at == 0 ? at : Min(next_token_at, at);
 }
@@ -327,6 +372,68 @@ Refill(Counter &k, const Control &c, TimestampTz now)
 {
 	k.tokens = Tokens(k, c, now);
 	k.refilled_at = Max(k.refilled_at, now);
+}
+
+/* FindKeyBucket answers the slot of the bucket of key `key_hash` under
+ * rate limit per key `control_id`, -1 when it has none (a full bucket);
+ * lock held. */
+int
+FindKeyBucket(int64 control_id, uint64 key_hash)
+{
+	uint64 start = (key_hash ^ (static_cast<uint64>(control_id) * UINT64CONST(0x9E3779B97F4A7C15))) % kMaxKeyBuckets;
+	for (int i = 0; i < kKeyProbe; i++) {
+		int slot = static_cast<int>((start + i) % kMaxKeyBuckets);
+		const KeyBucket &b = shared->key_buckets[slot];
+		if (b.dboid == MyDatabaseId && b.control_id == control_id && b.key_hash == key_hash)
+			return slot;
+	}
+	return -1;
+}
+
+/* KeyTokens answers the tokens of key `key_hash`'s bucket under queue
+ * control `c`'s rate limit per key as of `now`; lock held. */
+double
+KeyTokens(const Control &c, uint64 key_hash, TimestampTz now)
+{
+	int slot = FindKeyBucket(c.id, key_hash);
+	if (slot < 0)
+		return c.burst_per_key;
+	const KeyBucket &b = shared->key_buckets[slot];
+	return Refilled(b.tokens, b.refilled_at, c.rate_per_key, c.burst_per_key, now);
+}
+
+/* EnsureKeyBucket answers key `key_hash`'s bucket under queue control `c`'s
+ * rate limit per key, refilled to `now`: a new one is full, in a free slot
+ * of its probe or else in place of the fullest bucket there (which is
+ * forgotten: its key starts again from a full bucket); lock held
+ * exclusively. */
+KeyBucket &
+EnsureKeyBucket(const Control &c, uint64 key_hash, TimestampTz now)
+{
+	int slot = FindKeyBucket(c.id, key_hash);
+	if (slot < 0) {
+		uint64 start = (key_hash ^ (static_cast<uint64>(c.id) * UINT64CONST(0x9E3779B97F4A7C15))) % kMaxKeyBuckets;
+		double fullest = -1;
+		for (int i = 0; i < kKeyProbe && fullest < 2; i++) {
+			int s = static_cast<int>((start + i) % kMaxKeyBuckets);
+			const KeyBucket &b = shared->key_buckets[s];
+			/* Free, or full (the same as none): 2 and 1 ends the search. */
+			double fill =
+			    b.dboid == InvalidOid ? 2 : Refilled(b.tokens, b.refilled_at, b.rate, b.burst, now) / Max(b.burst, 1);
+			if (fill > fullest) {
+				fullest = fill;
+				slot = s;
+			}
+		}
+		shared->key_buckets[slot] =
+		    KeyBucket{MyDatabaseId, c.id, key_hash, static_cast<double>(c.burst_per_key), now, 0, 0};
+	}
+	KeyBucket &b = shared->key_buckets[slot];
+	b.rate = c.rate_per_key;
+	b.burst = c.burst_per_key;
+	b.tokens = Refilled(b.tokens, b.refilled_at, b.rate, b.burst, now);
+	b.refilled_at = Max(b.refilled_at, now);
+	return b;
 }
 
 /* Reload copies pqrun.queue_control as of now, and frees the counters of
@@ -382,6 +489,10 @@ Reload(uint64 gen)
 		Datum per_key = spi::Col(r, 9, &isnull);
 		c.max_per_key = isnull ? -1 : DatumGetInt32(per_key);
 		c.keyed = spi::ColBool(r, 10);
+		Datum rate_per_key = spi::Col(r, 11, &isnull);
+		c.rate_per_key = isnull ? 0 : DatumGetFloat8(rate_per_key);
+		Datum burst_per_key = spi::Col(r, 12, &isnull);
+		c.burst_per_key = isnull ? 1 : DatumGetInt32(burst_per_key);
 		c.counter = -1;
 		any_limit = any_limit || Placed(c);
 	}
@@ -402,6 +513,12 @@ Reload(uint64 gen)
 		if (!kept)
 			FreeCounter(i);
 	}
+	FreeKeyBuckets([](int64 control_id) {
+		for (int j = 0; j < ncontrols; j++)
+			if (controls[j].id == control_id)
+				return controls[j].rate_per_key <= 0;
+		return true;
+	});
 	LWLockRelease(shared->lock);
 }
 
@@ -549,7 +666,7 @@ Refresh(Control &c, int32 want)
 		}
 		LWLockRelease(shared->lock);
 		if (tokens < 1)
-			NoteEmpty(c, tokens, now);
+			NoteEmpty(c.rate, tokens, now);
 	}
 	if (c.max_running < 0)
 		return;
@@ -586,7 +703,7 @@ Full(const Control &c)
 		TimestampTz now = GetCurrentTimestamp();
 		double tokens = Tokens(k, c, now);
 		if (tokens < 1) {
-			NoteEmpty(c, tokens, now);
+			NoteEmpty(c.rate, tokens, now);
 			return true;
 		}
 	}
@@ -603,18 +720,20 @@ Matches(const Control &c, Datum queue, Datum job_type, Datum key = Datum(0))
 	       (c.key == nullptr || (key != Datum(0) && SameText(key, c.key, c.key_len)));
 }
 
-/* OwnKeyLimit answers whether key `key` of `queue` has a limit of its own,
- * which replaces the queue's limit per key. */
-bool
-OwnKeyLimit(Datum queue, Datum key)
+/* OwnKeyControls answers whether key `key` of `queue` has a limit and a
+ * rate limit of its own, which replace the queue's limit and rate limit
+ * per key. */
+void
+OwnKeyControls(Datum queue, Datum key, bool *limit, bool *rate)
 {
+	*limit = *rate = false;
 	for (int i = 0; i < ncontrols; i++) {
 		const Control &c = controls[i];
-		if (c.key != nullptr && c.max_running >= 0 && SameText(key, c.key, c.key_len) &&
-		    SameText(queue, c.queue, c.queue_len))
-			return true;
+		if (c.key != nullptr && SameText(key, c.key, c.key_len) && SameText(queue, c.queue, c.queue_len)) {
+			*limit = *limit || c.max_running >= 0;
+			*rate = *rate || c.rate > 0;
+		}
 	}
-	return false;
 }
 
 /* NamesOf answers, made in look_context, the text[] of name(c) for every
@@ -656,10 +775,16 @@ GiveBack(int level)
 		Counter &k = shared->counters[t.counter];
 		if (k.dboid != MyDatabaseId)
 			continue;
-		if (t.job_id != 0)
+		/* Tokens above the burst for a moment at most: the next refill caps them. */
+		if (t.job_id != 0) {
 			RemovePlace(t.counter, t.job_id, t.token, xid);
-		else
-			k.tokens += 1; /* above the burst for a moment at most: the next refill caps it */
+		} else if (t.key_hash == 0) {
+			k.tokens += t.weight;
+		} else {
+			int slot = FindKeyBucket(k.control_id, t.key_hash);
+			if (slot >= 0) /* else forgotten, as good as full */
+				shared->key_buckets[slot].tokens += t.weight;
+		}
 	}
 	LWLockRelease(shared->lock);
 	ntaken = kept;
@@ -722,8 +847,7 @@ NoteKeyed(Datum queue)
 		if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len))
 			return;
 	if (!keys_installed)
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("concurrency keys need pqrun 0.10.0"),
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("concurrency keys need pqrun 0.10.0"),
 		                errhint("Run ALTER EXTENSION pqrun UPDATE.")));
 	Datum values[1] = {queue};
 	if (spi::Exec(stmts::kNoteKeyed, values, nullptr, SPI_OK_INSERT) > 0)
@@ -742,14 +866,15 @@ Blocked(Datum queue, Datum job_type)
 }
 
 bool
-Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *token)
+Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, const pg_uuid_t *token)
 {
 	/* The queue's, the job type's and the key's own control, at most. */
 	constexpr int kMaxLimits = 3;
 	const Control *limits[kMaxLimits];
 	int nlimits = 0;
 	uint64 key_hash = key != Datum(0) ? KeyHash(key) : 0;
-	bool per_key = false; /* the queue's limit per key applies */
+	bool per_key = false;      /* the queue's limit per key applies */
+	bool per_key_rate = false; /* the queue's rate limit per key applies */
 	for (int i = 0; i < ncontrols; i++) {
 		const Control &c = controls[i];
 		if (!Matches(c, queue, job_type, key))
@@ -761,14 +886,19 @@ Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *t
 				return !(skipped = true);
 			limits[nlimits++] = &c;
 			per_key = per_key || (c.max_per_key >= 0 && key_hash != 0);
+			per_key_rate = per_key_rate || (c.rate_per_key > 0 && key_hash != 0);
 		}
 	}
 	if (nlimits == 0)
 		return true;
-	if (per_key && OwnKeyLimit(queue, key))
-		per_key = false;
+	if (per_key || per_key_rate) {
+		bool own_limit, own_rate;
+		OwnKeyControls(queue, key, &own_limit, &own_rate);
+		per_key = per_key && !own_limit;
+		per_key_rate = per_key_rate && !own_rate;
+	}
 	TransactionId xid = GetTopTransactionId();
-	if (ntaken + 2 * nlimits > taken_room) {
+	if (ntaken + 3 * nlimits > taken_room) {
 		taken_room = Max(16, taken_room * 2);
 		taken = static_cast<Taken *>(taken ? repalloc(taken, sizeof(Taken) * taken_room)
 		                                   : MemoryContextAlloc(TopMemoryContext, sizeof(Taken) * taken_room));
@@ -776,6 +906,7 @@ Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *t
 	bool ok = true;
 	int level = GetCurrentTransactionNestLevel();
 	TimestampTz now = GetCurrentTimestamp();
+	KeyBucket *key_bucket = nullptr;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < nlimits && ok; i++) {
 		const Control &c = *limits[i];
@@ -790,7 +921,13 @@ Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *t
 			Refill(shared->counters[c.counter], c, now);
 			ok = shared->counters[c.counter].tokens >= 1;
 			if (!ok)
-				NoteEmpty(c, shared->counters[c.counter].tokens, now);
+				NoteEmpty(c.rate, shared->counters[c.counter].tokens, now);
+		}
+		if (ok && per_key_rate && c.rate_per_key > 0) {
+			key_bucket = &EnsureKeyBucket(c, key_hash, now);
+			ok = key_bucket->tokens >= 1;
+			if (!ok)
+				NoteEmpty(c.rate_per_key, key_bucket->tokens, now);
 		}
 	}
 	if (ok) {
@@ -798,11 +935,15 @@ Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *t
 			const Control &c = *limits[i];
 			if (Placed(c)) {
 				AddPlace(c.counter, job_id, *token, xid, key_hash);
-				taken[ntaken++] = Taken{c.counter, job_id, *token, level};
+				taken[ntaken++] = Taken{c.counter, job_id, *token, level, 0, 0};
 			}
 			if (c.rate > 0) {
-				shared->counters[c.counter].tokens -= 1;
-				taken[ntaken++] = Taken{c.counter, 0, pg_uuid_t{}, level};
+				shared->counters[c.counter].tokens -= weight;
+				taken[ntaken++] = Taken{c.counter, 0, pg_uuid_t{}, level, weight, 0};
+			}
+			if (per_key_rate && c.rate_per_key > 0) {
+				key_bucket->tokens -= weight;
+				taken[ntaken++] = Taken{c.counter, 0, pg_uuid_t{}, level, weight, key_hash};
 			}
 		}
 	}
@@ -817,7 +958,8 @@ KeyBlocked(Datum queue, Datum key)
 	if (shared == nullptr)
 		return false;
 	uint64 key_hash = KeyHash(key);
-	bool own = OwnKeyLimit(queue, key);
+	bool own_limit, own_rate;
+	OwnKeyControls(queue, key, &own_limit, &own_rate);
 	for (int i = 0; i < ncontrols; i++) {
 		Control &c = controls[i];
 		if (c.job_type != nullptr || !Matches(c, queue, Datum(0), key))
@@ -825,7 +967,19 @@ KeyBlocked(Datum queue, Datum key)
 		/* Not `skipped`: that is about the pick index, which has no keyed job. */
 		if (c.paused || Full(c))
 			return limited_look = true;
-		if (own || c.max_per_key < 0 || c.key != nullptr)
+		if (c.key != nullptr)
+			continue;
+		if (c.rate_per_key > 0 && !own_rate) {
+			TimestampTz now = GetCurrentTimestamp();
+			LWLockAcquire(shared->lock, LW_SHARED);
+			double tokens = KeyTokens(c, key_hash, now);
+			LWLockRelease(shared->lock);
+			if (tokens < 1) {
+				NoteEmpty(c.rate_per_key, tokens, now);
+				return limited_look = true;
+			}
+		}
+		if (own_limit || c.max_per_key < 0)
 			continue;
 		/* The queue's limit per key: counted from its places, looked at
 		 * again as a limit without room is (Refresh). */
@@ -834,8 +988,8 @@ KeyBlocked(Datum queue, Datum key)
 			bool counted = CounterIs(c.counter, c.id);
 			const Counter &k = shared->counters[Max(c.counter, 0)];
 			bool full = !counted || KeyUsed(c.counter, key_hash) >= c.max_per_key;
-			bool due = counted && (k.dirty || TimestampDifferenceExceeds(k.verified_at, GetCurrentTimestamp(),
-			                                                             kVerifyEveryMs));
+			bool due = counted &&
+			           (k.dirty || TimestampDifferenceExceeds(k.verified_at, GetCurrentTimestamp(), kVerifyEveryMs));
 			LWLockRelease(shared->lock);
 			if (!full)
 				break;
@@ -852,8 +1006,7 @@ BlockedQueues()
 {
 	int n;
 	Datum names = NamesOf(
-	    [](const Control &c) -> char * { return QueueRow(c) && (c.paused || Full(c)) ? c.queue : nullptr; },
-	    &n);
+	    [](const Control &c) -> char * { return QueueRow(c) && (c.paused || Full(c)) ? c.queue : nullptr; }, &n);
 	skipped = skipped || n > 0;
 	return names;
 }
@@ -1035,6 +1188,7 @@ ResetDatabase()
 	for (int i = 0; i < kMaxCounters; i++)
 		if (shared->counters[i].dboid == MyDatabaseId)
 			FreeCounter(i);
+	FreeKeyBuckets([](int64) { return true; });
 	LWLockRelease(shared->lock);
 }
 
@@ -1058,6 +1212,8 @@ ShmemInit()
 		}
 		for (Counter &k : shared->counters)
 			k = kFreeCounter;
+		for (KeyBucket &b : shared->key_buckets)
+			b.dboid = InvalidOid;
 	}
 }
 

@@ -5,11 +5,19 @@
  * pqrun.queue_control holds the controls: per queue (job_type NULL) a
  * pause, a limit, a rate limit and a limit for each of its concurrency
  * keys, per (queue, job_type) and per (queue, concurrency_key) a limit and a
- * rate limit. A queue whose jobs have keys is marked keyed (at the enqueue
+ * rate limit; a queue's row may also hold a rate limit for each of its
+ * keys, each key then having a bucket of its own. A queue whose jobs have keys is marked keyed (at the enqueue
  * of its first keyed job): its keyed jobs are not in the pick index but in
- * lanes (pick_lanes.hpp), which pickups of the queue walk. A rate limit is a token bucket in shared memory (rate per second,
- * at most `burst` tokens, full when first used): each claim takes a token,
- * a claim that rolls back gives it back. Each backend keeps a
+ * lanes (pick_lanes.hpp), which pickups of the queue walk. A rate limit is
+ * a token bucket in shared memory (rate per second, at most `burst` tokens,
+ * full when first used): a claim needs one token and takes the job's rate
+ * weight (1 unless enqueued with another), so a heavy job may leave the
+ * bucket below zero and the next claim waits until it has a token again;
+ * a claim that rolls back gives its tokens back. The buckets of keys are
+ * kept in a server-wide table of kMaxKeyBuckets: a full bucket is the same
+ * as none, so only keys claimed from within a burst's refill hold one, and
+ * when more than that are below full, the fullest is forgotten (its key
+ * starts again from a full bucket). Each backend keeps a
  * copy, reloaded when a commit that changed the table moves the database's
  * controls generation (wake.hpp). A limit counts the places taken in it in
  * shared memory: one entry per claimed job (id, attempt, claiming
@@ -40,6 +48,8 @@ namespace pqrun::flow_control {
 constexpr int32 kMaxLimit = 10000;
 constexpr double kMaxRate = 1000000;
 constexpr int32 kMaxBurst = 1000000;
+/* The most tokens a job may take (enqueue's rate_weight). */
+constexpr int32 kMaxRateWeight = 1000000;
 
 /* Prepare readies this backend's controls for a look of a pickup (or
  * await_jobs) filtered by job_types and queues (nullptr: any) that may
@@ -55,18 +65,18 @@ bool Prepare(ArrayType *job_types, ArrayType *queues, int32 want);
 bool Blocked(Datum queue, Datum job_type);
 
 /* Reserve takes a place for the claim of job `job_id` with lease `token`
- * in every limit of (queue, job_type, key) (key Datum(0): none), and a
- * token of every rate limit, under one lock: false, taking none, when its
- * queue is paused, a limit is full or a bucket empty. A place taken in a
- * queue's limit records the job's key, so that the same places count the
- * queue's limit per key. Places and tokens taken by a transaction that rolls
- * back are given back at once. */
-bool Reserve(Datum queue, Datum job_type, Datum key, int64 job_id, const pg_uuid_t *token);
+ * in every limit of (queue, job_type, key) (key Datum(0): none), and
+ * `weight` tokens of every rate limit (each needs one), under one lock:
+ * false, taking none, when its queue is paused, a limit is full or a bucket
+ * has no token. A place taken in a queue's limit records the job's key, so
+ * that the same places count the queue's limit per key. Places and tokens
+ * taken by a transaction that rolls back are given back at once. */
+bool Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, const pg_uuid_t *token);
 
 /* KeyBlocked answers, after Prepare, whether no job of concurrency key
  * `key` of `queue` may be claimed now: the queue is paused or full, the
- * key's own limit or rate limit is, or (without a limit of its own) the
- * queue's limit per key is. A lane pick asks it before locking a key's job;
+ * key's own limit or rate limit is, or (without one of its own) the
+ * queue's limit or rate limit per key is. A lane pick asks it before locking a key's job;
  * Reserve decides. */
 bool KeyBlocked(Datum queue, Datum key);
 

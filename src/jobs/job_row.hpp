@@ -125,6 +125,7 @@ enum Index : int {
 	kProgress,
 	kSnoozes,
 	kConcurrencyKey,
+	kRateWeight,
 	kJobsCount, /* the columns of pqrun.jobs end here */
 	kDelayed = kJobsCount,
 	kHasDependents,
@@ -178,6 +179,7 @@ inline constexpr Column kColumns[kCount] = {
 	{"progress",        JSONBOID,       detail::kBothAdded,     false, detail::kCol,          "progress",           "progress",                    detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"snoozes",         INT4OID,        detail::kBothAdded,     false, detail::kCol,          "snoozes",            "snoozes",                     detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"concurrency_key", TEXTOID,        detail::kBothAdded,     true,  detail::kCol,          "concurrency_key",    "concurrency_key",             detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"rate_weight",     INT4OID,        detail::kBothAdded,     true,  detail::kCol,          "rate_weight",        "rate_weight",                 detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	/* Not in pqrun.jobs. */
 	{"delayed",         BOOLOID,        kLive,                  true,  Picked::kNull,         nullptr,              nullptr,                       Claimed::kFalse,        detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"has_dependents",  BOOLOID,        kLive,                  false, Picked::kNull,         nullptr,              nullptr,                       detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
@@ -384,11 +386,10 @@ constexpr bool
 Consistent()
 {
 	constexpr const char *kJobsOrder[kJobsCount] = {
-	    "id",          "queue",        "job_type",   "payload",         "status",     "priority",
-	    "attempts",    "max_attempts", "run_after",  "timeout_seconds", "locked_at",  "locked_by",
-	    "lease_token", "dedupe_key",   "fifo_key",   "depends_on",      "last_error", "finished_at",
-	    "duration_ms", "result",       "created_at", "updated_at",      "progress",   "snoozes",
-	    "concurrency_key"};
+	    "id",           "queue",      "job_type",        "payload",         "status",      "priority",    "attempts",
+	    "max_attempts", "run_after",  "timeout_seconds", "locked_at",       "locked_by",   "lease_token", "dedupe_key",
+	    "fifo_key",     "depends_on", "last_error",      "finished_at",     "duration_ms", "result",      "created_at",
+	    "updated_at",   "progress",   "snoozes",         "concurrency_key", "rate_weight"};
 	for (int i = 0; i < kJobsCount; i++)
 		if (Find(kJobsOrder[i]) != i || kColumns[i].claimed_sql == nullptr || kColumns[i].locked_sql == nullptr)
 			return false;

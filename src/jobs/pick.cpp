@@ -47,8 +47,7 @@ static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set wha
 
 /* Jobs of queues $8 and of (queue, job_type) pairs $9 (flow_control.hpp's
  * BlockedQueues and BlockedPairs; NULL: none) are not claimed. */
-#define NOT_BLOCKED                                                                                                    \
-	" AND ($8::text[] IS NULL OR queue <> ALL ($8))" PQRUN_NOT_BLOCKED_PAIR("$9")
+#define NOT_BLOCKED " AND ($8::text[] IS NULL OR queue <> ALL ($8))" PQRUN_NOT_BLOCKED_PAIR("$9")
 
 /* Claim up to $2 runnable jobs for worker $1 at time $7, optionally filtered
  * by job types $3 and queues $4, starting at pickup key ($5, $6) =
@@ -57,8 +56,8 @@ static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set wha
  * touches only the rows it returns plus the ones other pickers hold. */
 #define PICK(filter)                                                                                                   \
 	CLAIM("SELECT id FROM pqrun.job_live"                                                                              \
-	      " WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED " AND ((-(priority::bigint)), id) >= ($5, $6) "     \
-	      filter NOT_BLOCKED " ORDER BY (-(priority::bigint)), id"                                                                        \
+	      " WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED                                                      \
+	      " AND ((-(priority::bigint)), id) >= ($5, $6) " filter NOT_BLOCKED " ORDER BY (-(priority::bigint)), id"     \
 	      " LIMIT $2 FOR UPDATE SKIP LOCKED",                                                                          \
 	      "$7")
 
@@ -71,8 +70,8 @@ static_assert(job_row::ClaimSets(CLAIM("", "$7"), " WHERE"), "CLAIM must set wha
 #define LOCK_PICK(filter)                                                                                              \
 	"SELECT " LOCKED_AS_JOB ", ctid"                                                                                   \
 	" FROM pqrun.job_live"                                                                                             \
-	" WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED " AND ((-(priority::bigint)), id) >= ($5, $6) " filter     \
-	NOT_BLOCKED " ORDER BY (-(priority::bigint)), id"                                                                              \
+	" WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED                                                            \
+	" AND ((-(priority::bigint)), id) >= ($5, $6) " filter NOT_BLOCKED " ORDER BY (-(priority::bigint)), id"           \
 	" LIMIT $2 FOR UPDATE SKIP LOCKED"
 
 spi::Statement kPromoteDue{
@@ -87,8 +86,8 @@ spi::Statement kPromoteDue{
 
 spi::Statement kReadyExists{
     "ready exists",
-    "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= $3)"
-    PQRUN_UNKEYED
+    "SELECT EXISTS (SELECT 1 FROM pqrun.job_live WHERE status = 'READY' AND (NOT delayed OR run_after <= "
+    "$3)" PQRUN_UNKEYED
     "   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2))"
     "   AND ($4::text[] IS NULL OR queue <> ALL ($4))" PQRUN_NOT_BLOCKED_PAIR("$5") ")",
     5,
@@ -178,10 +177,13 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
 	int64 id = DatumGetInt64(values[job_row::kId]);
 	wake::PickKey key = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), id);
-	/* An install before 0.10.0 has no key column (the ctid follows). */
+	/* An install before 0.10.0 has no key column, before 0.11.0 no weight
+	 * (the ctid follows). */
 	bool keyed = r->out_desc->natts > job_row::kConcurrencyKey && !nulls[job_row::kConcurrencyKey];
+	bool weighted = r->out_desc->natts > job_row::kRateWeight && !nulls[job_row::kRateWeight];
 	if (r->gated && !flow_control::Reserve(values[job_row::kQueue], values[job_row::kJobType],
-	                                       keyed ? values[job_row::kConcurrencyKey] : Datum(0), id,
+	                                       keyed ? values[job_row::kConcurrencyKey] : Datum(0),
+	                                       weighted ? DatumGetInt32(values[job_row::kRateWeight]) : 1, id,
 	                                       DatumGetUUIDP(values[job_row::kLeaseToken]))) {
 		/* Only a locking pick may meet a full limit (the others pass over
 		 * every queue with a control). */
@@ -368,8 +370,8 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	 * it is not looked at again until a job becomes READY somewhere. */
 	static Oid empty_db = InvalidOid;
 	static uint64 empty_gen = 0;
-	bool index_empty = lanes && empty_db == MyDatabaseId &&
-	                   wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
+	bool index_empty =
+	    lanes && empty_db == MyDatabaseId && wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
 	if (n < static_cast<uint64>(batch_size) && !index_empty) {
 		/* Start at the pickup hint, past the dead entries at the head of the
 		 * index that vacuum may not be allowed to remove yet. */

@@ -27,6 +27,7 @@ enum EnqueueArg {
 	kDependsOn,
 	kFifoKey,
 	kConcurrencyKey,
+	kRateWeight,
 	kEnqueueArgCount
 };
 

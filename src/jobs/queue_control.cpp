@@ -81,11 +81,41 @@ spi::Statement kRemovePerKey{"remove limit per key",
                              2,
                              {TEXTOID, TEXTOID}};
 
+/* A key's own rate limit and a queue's rate limit for each key without one
+ * of its own ($2 unused) (from 0.11.0). */
+spi::Statement kSetKeyRate{"set key rate",
+                           "INSERT INTO pqrun.queue_control AS c (queue, concurrency_key, rate, burst)"
+                           " VALUES ($1, $2, $3, $4) ON CONFLICT (queue, job_type, concurrency_key)"
+                           " DO UPDATE SET rate = $3, burst = $4, updated_at = pg_catalog.now()",
+                           4,
+                           {TEXTOID, TEXTOID, FLOAT8OID, INT4OID}};
+
+spi::Statement kRemoveKeyRate{"remove key rate",
+                              "UPDATE pqrun.queue_control SET rate = NULL, burst = NULL, updated_at = pg_catalog.now()"
+                              " WHERE queue = $1 AND job_type IS NULL AND concurrency_key = $2 AND rate IS NOT NULL",
+                              2,
+                              {TEXTOID, TEXTOID}};
+
+spi::Statement kSetRatePerKey{"set rate per key",
+                              "INSERT INTO pqrun.queue_control AS c (queue, rate_per_key, burst_per_key)"
+                              " VALUES ($1, $3, $4) ON CONFLICT (queue, job_type, concurrency_key)"
+                              " DO UPDATE SET rate_per_key = $3, burst_per_key = $4, updated_at = pg_catalog.now()",
+                              4,
+                              {TEXTOID, TEXTOID, FLOAT8OID, INT4OID}};
+
+spi::Statement kRemoveRatePerKey{
+    "remove rate per key",
+    "UPDATE pqrun.queue_control SET rate_per_key = NULL, burst_per_key = NULL, updated_at = pg_catalog.now()"
+    " WHERE queue = $1 AND $2::text IS NULL AND job_type IS NULL AND concurrency_key IS NULL"
+    "   AND rate_per_key IS NOT NULL",
+    2,
+    {TEXTOID, TEXTOID}};
+
 /* A row that neither pauses nor limits anything goes (unless it marks a
  * keyed queue, whose pickups must walk its lanes). */
 spi::Statement kForgetIdle{"forget idle control",
                            "DELETE FROM pqrun.queue_control WHERE queue = $1 AND NOT paused AND max_running IS NULL"
-                           "   AND rate IS NULL" PQRUN_IDLE_KEYS,
+                           "   AND rate IS NULL" PQRUN_IDLE_KEYS PQRUN_IDLE_KEY_RATES,
                            1,
                            {TEXTOID}};
 
@@ -155,6 +185,17 @@ SetRate(text *queue, text *job_type, double per_second, int32 burst)
 	                   Int32GetDatum(burst)};
 	char nulls[5] = {' ', job_type ? ' ' : 'n', ' ', ' ', '\0'};
 	Change(per_second > 0, stmts::kSetRate, stmts::kRemoveRate, values, nulls);
+}
+
+void
+SetKeyRate(text *queue, text *key, double per_second, int32 burst)
+{
+	Datum values[4] = {PointerGetDatum(queue), PointerGetDatum(key), Float8GetDatum(per_second), Int32GetDatum(burst)};
+	char nulls[5] = {' ', key ? ' ' : 'n', ' ', ' ', '\0'};
+	if (key)
+		Change(per_second > 0, stmts::kSetKeyRate, stmts::kRemoveKeyRate, values, nulls);
+	else
+		Change(per_second > 0, stmts::kSetRatePerKey, stmts::kRemoveRatePerKey, values, nulls);
 }
 
 } // namespace pqrun::queue_control

@@ -2,8 +2,10 @@
  * of pqrun.queue_control that pickups enforce (flow_control.hpp).
  *
  * A queue has at most one row for itself (job_type NULL: its pause, its
- * limit and its rate limit) and one per job type with a limit or a rate; a row that no longer controls
- * anything is deleted. Every change is announced at commit, so every
+ * limit and its rate limit, its limit and rate limit for each of its
+ * concurrency keys, whether it is keyed), one per job type and one per key
+ * with a limit or a rate; a row that no longer controls anything is
+ * deleted. Every change is announced at commit, so every
  * backend's next pickup reloads the controls and every waiter looks again.
  * SPI must be connected.
  */
@@ -29,5 +31,11 @@ void SetKeyLimit(text *queue, text *key, int32 max_running);
 /* SetRate sets the rate limit of `queue` (of `job_type` in it, when not
  * nullptr) to `per_second` with `burst`, or removes it when per_second <= 0. */
 void SetRate(text *queue, text *job_type, double per_second, int32 burst);
+
+/* SetKeyRate sets the rate limit of concurrency key `key` of `queue`, or
+ * when key is nullptr the queue's rate limit for each of its keys without
+ * one of their own, to `per_second` with `burst`; per_second <= 0 removes
+ * it. */
+void SetKeyRate(text *queue, text *key, double per_second, int32 burst);
 
 } // namespace pqrun::queue_control

@@ -18,6 +18,11 @@ constexpr Addition kAdditions[] = {
     {"_backend_started", PQRUN_CLEAR_HOLDER_STARTED, ""},
     {"_backend_started", PQRUN_SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
     {"_backend_started", PQRUN_SAME_HOLDER_STARTED, ""},
+    {"set_key_rate_limit", PQRUN_JOB_WEIGHT, ""},
+    {"set_key_rate_limit", PQRUN_ENQUEUE_WEIGHT, ""},
+    {"set_key_rate_limit", PQRUN_CANCELLED_WEIGHT, ""},
+    {"set_key_rate_limit", PQRUN_CONTROL_KEY_RATES, ", NULL::float8, NULL::int"},
+    {"set_key_rate_limit", PQRUN_IDLE_KEY_RATES, ""},
     /* Before PQRUN_JOB_KEY, which is part of PQRUN_CONTROL_KEYS. */
     {"set_key_limit", PQRUN_CONTROL_KEYS, ", NULL::text, NULL::int, false"},
     {"set_key_limit", PQRUN_JOB_KEY, ""},

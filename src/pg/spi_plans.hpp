@@ -17,11 +17,13 @@
  * token function, 0.5.0's start of the session holding a running job
  * (with job_live.holder_started, beside holder_pid), 0.8.0's progress
  * and snooze count of a job (columns of job_live, job_done and pqrun.jobs,
- * last in each; added with pqrun.release), and 0.10.0's concurrency key of a
- * job (the last column of the same three; added with pqrun.set_key_limit):
+ * last in each; added with pqrun.release), 0.10.0's concurrency key of a
+ * job (a column of the same three; added with pqrun.set_key_limit):
  * a job column, the enqueue's value of it ($13 of the insert, $12 of a job
  * cancelled at birth), the pick's condition for jobs without one, and the
- * controls' columns of keys. */
+ * controls' columns of keys, and 0.11.0's rate weight of a job (the last
+ * column of the three, $14 and $13 of the enqueues; added with
+ * pqrun.set_key_rate_limit) and the controls' rate limit per key. */
 #define PQRUN_LEASE_TOKEN "pqrun._lease_token()"
 #define PQRUN_SET_HOLDER_STARTED "holder_started = pqrun._backend_started(), "
 #define PQRUN_CLEAR_HOLDER_STARTED "holder_started = NULL, "
@@ -29,17 +31,22 @@
 #define PQRUN_SAME_HOLDER_STARTED " AND holder_started IS NOT DISTINCT FROM $3"
 #define PQRUN_JOB_PROGRESS ", progress, snoozes"
 #define PQRUN_JOB_KEY ", concurrency_key"
-#define PQRUN_JOB_CONTROLS PQRUN_JOB_PROGRESS PQRUN_JOB_KEY
+#define PQRUN_JOB_WEIGHT ", rate_weight"
+#define PQRUN_JOB_CONTROLS PQRUN_JOB_PROGRESS PQRUN_JOB_KEY PQRUN_JOB_WEIGHT
 #define PQRUN_ENQUEUE_KEY ", $13::text"
+#define PQRUN_ENQUEUE_WEIGHT ", $14::int"
 #define PQRUN_CANCELLED_KEY ", $12::text"
+#define PQRUN_CANCELLED_WEIGHT ", $13::int"
 #define PQRUN_UNKEYED " AND concurrency_key IS NULL"
 #define PQRUN_CONTROL_KEYS ", concurrency_key, max_running_per_key, keyed"
+#define PQRUN_CONTROL_KEY_RATES ", rate_per_key, burst_per_key"
 #define PQRUN_IDLE_KEYS " AND max_running_per_key IS NULL AND NOT keyed"
+#define PQRUN_IDLE_KEY_RATES " AND rate_per_key IS NULL"
 #define PQRUN_SET_PROGRESS "progress = COALESCE($3, progress), "
 
 namespace pqrun::spi {
 
-constexpr int kMaxArgs = 13;
+constexpr int kMaxArgs = 14;
 
 /* Statement is one SQL statement and this backend's kept plan of it. */
 struct Statement {

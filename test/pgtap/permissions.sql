@@ -10,12 +10,13 @@
 --             workers, health, call metrics()
 -- and everything else (reap_stale, retry, purge, run_maintenance, schedule,
 -- unschedule, pause_queue, resume_queue, set_concurrency_limit,
--- set_rate_limit, set_key_limit, the grant functions) stays with the owner. Checked twice: in
+-- set_rate_limit, set_key_limit, set_key_rate_limit, the grant functions)
+-- stays with the owner. Checked twice: in
 -- the catalog (privileges on every API function and relation) and by
 -- calling the API as each role. Roles are created in the rolled-back
 -- transaction.
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 CREATE ROLE tap_producer;
 CREATE ROLE tap_worker;
@@ -30,7 +31,8 @@ CREATE TEMP TABLE api_fn(name) AS VALUES ('enqueue'), ('enqueue_batch'), ('picku
 	('mark_done_batch'), ('mark_done_and_pickup'), ('mark_error'),
 	('heartbeat'), ('release'), ('snooze'), ('reap_stale'), ('cancel'), ('retry'), ('purge'), ('run_maintenance'), ('schedule'),
 	('unschedule'), ('metrics'), ('grant_producer'), ('grant_worker'), ('grant_monitor'), ('pause_queue'),
-	('resume_queue'), ('set_concurrency_limit'), ('set_rate_limit'), ('set_key_limit');
+	('resume_queue'), ('set_concurrency_limit'), ('set_rate_limit'), ('set_key_limit'),
+	('set_key_rate_limit');
 CREATE TEMP TABLE api_rel(name) AS VALUES ('jobs'), ('job_attempts'), ('periodic'), ('queue_stats'), ('workers'),
 	('health'), ('queue_control'), ('queue_controls');
 GRANT SELECT ON api_fn, api_rel TO PUBLIC;
@@ -122,6 +124,10 @@ SELECT throws_ok($$SELECT pqrun.set_rate_limit('tap_perm', 1)$$, '42501', NULL, 
 SELECT throws_ok($$SELECT pqrun.set_key_limit('tap_perm', 1)$$, '42501', NULL, 'a worker cannot set a key''s limit');
 SELECT lives_ok($$SELECT pqrun.enqueue('perm', queue => 'tap_perm_keyed', concurrency_key => 'k')$$,
 	'a worker enqueues a keyed job (its queue becomes keyed)');
+SELECT throws_ok($$SELECT pqrun.set_key_rate_limit('tap_perm', 1)$$, '42501', NULL,
+	'a worker cannot set a key''s rate limit');
+SELECT lives_ok($$SELECT pqrun.enqueue('perm', queue => 'tap_perm', rate_weight => 3)$$,
+	'a worker enqueues a job with a rate weight');
 RESET ROLE;
 
 SET LOCAL ROLE tap_monitor;

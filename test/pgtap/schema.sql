@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(221);
+SELECT plan(226);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -36,7 +36,7 @@ SELECT unnest(ARRAY[has_column('pqrun', 'jobs', c, format('pqrun.jobs has column
                ('depends_on', 'bigint[]'), ('last_error', 'text'), ('finished_at', 'timestamp with time zone'),
                ('duration_ms', 'integer'), ('result', 'jsonb'), ('created_at', 'timestamp with time zone'),
                ('updated_at', 'timestamp with time zone'), ('progress', 'jsonb'), ('snoozes', 'integer'),
-               ('concurrency_key', 'text')) AS cols(c, t);
+               ('concurrency_key', 'text'), ('rate_weight', 'integer')) AS cols(c, t);
 
 -- ---- pqrun.job_attempts ------------------------------------------------------
 SELECT has_relation('pqrun', 'job_attempts', 'pqrun.job_attempts exists (table or view)');
@@ -63,12 +63,13 @@ SELECT unnest(ARRAY[
 	   format('pqrun.%s argument names and defaults', f))])
   FROM (VALUES
 	('enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'integer', 'integer', 'text', 'text',
-	                  'bigint[]', 'text', 'text'], 'bigint',
+	                  'bigint[]', 'text', 'text', 'integer'], 'bigint',
 	 'job_type text, payload jsonb DEFAULT ''{}''::jsonb, priority integer DEFAULT 0, '
 	 'run_after timestamp with time zone DEFAULT now(), max_attempts integer DEFAULT 5, '
 	 'timeout_seconds integer DEFAULT NULL::integer, dedupe_key text DEFAULT NULL::text, '
 	 'queue text DEFAULT ''default''::text, depends_on bigint[] DEFAULT NULL::bigint[], '
-	 'fifo_key text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text'),
+	 'fifo_key text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, '
+	 'rate_weight integer DEFAULT NULL::integer'),
 	('enqueue_batch', ARRAY['jsonb'], 'setof bigint', 'jobs jsonb'),
 	('pickup', ARRAY['text', 'text[]', 'text[]', 'integer', 'interval'], 'setof pqrun.jobs',
 	 'worker_id text, job_types text[] DEFAULT NULL::text[], queues text[] DEFAULT NULL::text[], '
@@ -108,7 +109,9 @@ SELECT unnest(ARRAY[
 	('set_rate_limit', ARRAY['text', 'double precision', 'integer', 'text'], 'void',
 	 'queue text, per_second double precision, burst integer DEFAULT 1, job_type text DEFAULT NULL::text'),
 	('set_key_limit', ARRAY['text', 'integer', 'text'], 'void',
-	 'queue text, max_running integer, concurrency_key text DEFAULT NULL::text')
+	 'queue text, max_running integer, concurrency_key text DEFAULT NULL::text'),
+	('set_key_rate_limit', ARRAY['text', 'double precision', 'integer', 'text'], 'void',
+	 'queue text, per_second double precision, burst integer DEFAULT 1, concurrency_key text DEFAULT NULL::text')
   ) AS fns(f, a, r, d);
 
 -- ---- SQLSTATEs of bad input (Bad input table) ----------------------------------

@@ -319,7 +319,7 @@ INSERT INTO fuzz.allowed VALUES
 	('grant_producer', '{22023}'), ('grant_worker', '{22023}'), ('grant_monitor', '{22023}'),
 	('metrics', '{}'), ('pause_queue', '{22023}'), ('resume_queue', '{22023}'),
 	('set_concurrency_limit', '{22023}'), ('set_rate_limit', '{22023}'), ('set_key_limit', '{22023}'),
-	('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
+	('set_key_rate_limit', '{22023}'), ('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
 
 /* A case: statements run in order in one subtransaction (placeholders
  * {name} and {name.tok} are the seed's ids and lease tokens); expect 'ok' or
@@ -691,6 +691,22 @@ SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', concurrency_key => '')$$
 SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', concurrency_key => repeat('k', 1001))$$, '22023');
 SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "concurrency_key": "k"}, {"job_type": "fz", "concurrency_key": ""}]')$$, '22023');
 SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "concurrency_key": ["k"]}]')$$, '22023');
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.enqueue('fz', queue => 'fz-krate', concurrency_key => 'k');; SELECT pqrun.enqueue('fz', queue => 'fz-krate', concurrency_key => 'k');; SELECT pqrun.set_key_rate_limit('fz-krate', 0.0001, 1);; SELECT count(*) FROM pqrun.pickup('fz-flow', queues => ARRAY['fz-krate'], batch_size => 10)$$, 'ok',
+	post => $$(SELECT count(*) = 1 FROM pqrun.job_live WHERE locked_by = 'fz-flow' AND queue = 'fz-krate')$$);
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.set_key_rate_limit('default', 1e6, 1000000, 'k');; SELECT pqrun.set_key_rate_limit('default', NULL, 1, 'k')$$, 'ok',
+	post => $$(SELECT count(*) = 0 FROM pqrun.queue_control)$$);
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.set_key_rate_limit('default', 'NaN')$$, '22023');
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.set_key_rate_limit('default', 1, 0)$$, '22023');
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.set_key_rate_limit('default', 1, NULL, 'k')$$, '22023');
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.set_key_rate_limit('default', 1, 1, '')$$, '22023');
+SELECT fuzz.add('set_key_rate_limit', $$SELECT pqrun.set_key_rate_limit(repeat('q', 1001), 1)$$, '22023');
+SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', rate_weight => 1000000)$$, 'ok',
+	post => $$(SELECT count(*) = 1 FROM pqrun.jobs WHERE rate_weight = 1000000)$$);
+SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', rate_weight => 0)$$, '22023');
+SELECT fuzz.add('enqueue', $$SELECT pqrun.enqueue('fz', rate_weight => -2147483648)$$, '22023');
+SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "rate_weight": 2}, {"job_type": "fz", "rate_weight": 1000001}]')$$, '22023');
+SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "rate_weight": 1e400}]')$$, '22023');
+SELECT fuzz.add('enqueue_batch', $$SELECT pqrun.enqueue_batch('[{"job_type": "fz", "rate_weight": [1]}]')$$, '22023');
 SELECT fuzz.add('release', $$SELECT pqrun.release({run1}, {run1.tok})$$, 'ok',
 	post => $$(SELECT status = 'READY' AND attempts = 0 FROM pqrun.jobs WHERE id = {run1})$$);
 SELECT fuzz.add('release', $$SELECT pqrun.release({fifo1})$$, 'ok',

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test/shell/keys.sh — concurrency keys (pqrun.set_key_limit, lanes) under
+# test/shell/keys.sh — concurrency keys (pqrun.set_key_limit,
+# pqrun.set_key_rate_limit, lanes) under
 # many clients, on a cluster of its own (orphan rescue off, so that jobs of a
 # restarted server stay RUNNING until finished; autovacuum off, see part 3).
-# About 10 s.
+# About 25 s.
 #
 #  1. Key limits are never exceeded: queue kq has a limit of 2 per key, its
 #     key k0 a limit of its own of 1 (which replaces the 2) and the queue a
@@ -31,6 +32,14 @@
 #     5,000 entries read by a query that walks 5,000 of h's jobs). No other
 #     session holds a snapshot meanwhile: one would keep the entries of o's
 #     finished jobs alive in the index, and each claim would read them all.
+#  5. (run before 4) Rate limits per key: queue kr gives each key 5 claims
+#     per second (burst 1), key vip 10 of its own; keys a, b and vip hold
+#     400 jobs each, key w 400 of rate weight 2. 4 clients with waiting
+#     pickups of 1-3 jobs claim for 10 s: a and b get 51 claims each
+#     (5 per second and the burst), vip 101 and w 26, each within 10%; the
+#     waiters sleep between tokens (in the long poll in at least half the
+#     samples). 5,000 keys of one job each, more than the 4,096 buckets of
+#     keys the server keeps: every job is claimed.
 #  4. A restart rebuilds the per-key counts from the RUNNING rows: queue rs
 #     has a limit of 1 per key; key a holds 3 jobs, one of them RUNNING when
 #     the server stops (immediately), key b one job. After the restart a
@@ -272,6 +281,62 @@ read = lane_read(m) - before
 check(f"reading 5,000 of h's jobs by the lane counts {read} entries", 5000 <= read < 6000)
 m.close()
 holder.close()
+
+# ---- 5. rate limits per key and rate weights -------------------------------
+q("SELECT pqrun.set_key_rate_limit('kr', 5, 1)")
+q("SELECT pqrun.set_key_rate_limit('kr', 10, 1, 'vip')")
+for key, weight in (("a", None), ("b", None), ("vip", None), ("w", 2)):
+    q("SELECT count(pqrun.enqueue('x', queue => 'kr', concurrency_key => %s, rate_weight => %s)) "
+      "FROM generate_series(1, 400)", (key, weight))
+claims = []
+stop.clear()
+errors.clear()
+def rate_client(n):
+    rnd = random.Random(200 + n)
+    c = connect()
+    c.execute("SET application_name = 'key_rate'")
+    try:
+        while not stop.is_set():
+            rows = c.execute("SELECT id, lease_token, concurrency_key FROM pqrun.pickup(%s, queues => '{kr}', "
+                             "batch_size => %s, wait => '1 s')", (f"r{n}", rnd.randint(1, 3))).fetchall()
+            with lock:
+                claims.extend((time.monotonic(), k) for _, _, k in rows)
+            for id_, lease, _ in rows:
+                c.execute("SELECT pqrun.mark_done(%s, lease_token => %s)", (id_, lease))
+    except Exception as e:
+        errors.append(f"rate client {n}: {e!r}")
+    finally:
+        c.close()
+rs = [threading.Thread(target=rate_client, args=(i,)) for i in range(4)]
+t0 = time.monotonic()
+for r in rs:
+    r.start()
+asleep = looked = 0
+while time.monotonic() - t0 < 10:
+    time.sleep(0.05)
+    for (w,) in q("SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'key_rate'"):
+        looked += 1
+        asleep += w == "Extension"
+stop.set()
+for r in rs:
+    r.join(5)
+check("no client error", not errors, "; ".join(errors[:3]))
+n = collections.Counter(k for t, k in claims if t - t0 <= 10)
+for key, expected in (("a", 51), ("b", 51), ("vip", 101), ("w", 26)):
+    check(f"key {key}: {n[key]} claims in 10 s ({expected} expected)", abs(n[key] - expected) <= expected / 10)
+check(f"waiters asleep in {asleep} of {looked} samples", looked > 0 and asleep >= 0.5 * looked)
+# More keys below a full bucket than the server keeps buckets for (4,096):
+# each new key starts with a full bucket, and the fullest are forgotten.
+q("SELECT pqrun.set_key_rate_limit('many', 0.001, 1)")
+q("SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object("
+  "'job_type', 'x', 'queue', 'many', 'concurrency_key', 'm' || i)) FROM generate_series(1, 5000) i))")
+got = 0
+for _ in range(100):
+    rows = q("SELECT id FROM pqrun.pickup('many', queues => '{many}', batch_size => 100)")
+    got += len(rows)
+    if not rows:
+        break
+check(f"5,000 keys with a bucket of 1 each: {got} of their 5,000 jobs claimed", got == 5000)
 
 # ---- 4. before the restart: 1 of a's jobs RUNNING under limit 1 per key --
 q("SELECT pqrun.set_key_limit('rs', 1)")

@@ -53,7 +53,8 @@
 #    dependency release, CALL await_jobs, cancel, retry, purge, reap_stale,
 #    run_maintenance, _fire_due_schedules, schedule/unschedule, cron_next,
 #    pause_queue, resume_queue, set_concurrency_limit, set_rate_limit,
-#    set_key_limit, keyed jobs picked from their lanes under limits per key,
+#    set_key_limit, set_key_rate_limit, keyed and weighted jobs picked from
+#    their lanes under limits and rate limits per key,
 #    and pickups under a full concurrency limit (every pickup of the default
 #    queue goes through a generous limit and rate limit), metrics() and
 #    every view — in READ COMMITTED, REPEATABLE READ and
@@ -404,17 +405,19 @@ SELECT pqrun.grant_monitor('$monitor');
 SELECT pqrun.grant_monitor('$ops');
 GRANT EXECUTE ON FUNCTION pqrun.reap_stale(interval), pqrun.run_maintenance(), pqrun.purge(interval, pqrun.job_status[]),
 	pqrun.retry(bigint), pqrun.cancel(bigint, text),
-	pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text),
+	pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),
 	pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean), pqrun.unschedule(text, text),
 	pqrun.cron_next(text, timestamptz), pqrun.pause_queue(text), pqrun.resume_queue(text),
 	pqrun.set_concurrency_limit(text, int, text), pqrun.set_rate_limit(text, double precision, int, text),
-	pqrun.set_key_limit(text, int, text) TO $ops;
+	pqrun.set_key_limit(text, int, text), pqrun.set_key_rate_limit(text, double precision, int, text) TO $ops;
 -- Every pickup of the default queue goes through the flow controls.
 SELECT pqrun.set_concurrency_limit('default', 1000);
 SELECT pqrun.set_rate_limit('default', 1000000, 1000000);
 SELECT pqrun.set_concurrency_limit('sp-lim', 1);
 SELECT pqrun.set_key_limit('sp-keys', 1);
 SELECT pqrun.set_key_limit('sp-keys', 2, 'b');
+SELECT pqrun.set_key_rate_limit('sp-keys', 1000000, 1000000);
+SELECT pqrun.set_key_rate_limit('sp-keys', 1000000, 1000000, 'c');
 CREATE FUNCTION public.sp_noop_trigger() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN RETURN NULL; END \$\$;
 SQL
@@ -596,7 +599,8 @@ SELECT pqrun.enqueue('$t-key', queue => 'sp-keys', concurrency_key => 'a');
 SELECT pqrun.enqueue('$t-key', queue => 'sp-keys', concurrency_key => 'b');
 SELECT pqrun.enqueue('$t-key', queue => 'sp-keys', concurrency_key => 'b');
 SELECT pqrun.enqueue('$t-key', queue => 'sp-keys', concurrency_key => 'b');
-SELECT count(*) FROM pqrun.enqueue_batch('[{"job_type": "$t-key", "queue": "sp-keys", "concurrency_key": "c"}]');
+SELECT count(*) FROM pqrun.enqueue_batch('[{"job_type": "$t-key", "queue": "sp-keys", "concurrency_key": "c", "rate_weight": 2}]');
+SELECT pqrun.enqueue('$t-key', queue => 'sp-keys', concurrency_key => 'c', rate_weight => 3);
 SELECT count(*) FROM pqrun.pickup('$t', queues => '{sp-keys}', batch_size => 10);
 CALL pqrun.await_jobs(queues => '{sp-keys}', wait => '30 ms');
 SELECT pqrun.mark_done(id) FROM pqrun.jobs WHERE queue OPERATOR(pg_catalog.=) 'sp-keys'
@@ -649,6 +653,10 @@ SELECT pqrun.set_key_limit('$t-q', 2);
 SELECT pqrun.set_key_limit('$t-q', 1, '$t-key');
 SELECT pqrun.set_key_limit('$t-q', NULL, '$t-key');
 SELECT pqrun.set_key_limit('$t-q', NULL);
+SELECT pqrun.set_key_rate_limit('$t-q', 10, 2);
+SELECT pqrun.set_key_rate_limit('$t-q', 5, 1, '$t-key');
+SELECT pqrun.set_key_rate_limit('$t-q', NULL, 1, '$t-key');
+SELECT pqrun.set_key_rate_limit('$t-q', NULL);
 COMMIT;
 SET application_name = '$tag $iso: schedule, unschedule, cron_next';
 BEGIN ISOLATION LEVEL $iso;

@@ -43,11 +43,16 @@ Q2_LIMIT = 3
 C_LIMIT = 4
 # A share of the jobs go to queue kq with a concurrency key (its lanes,
 # pick_lanes.hpp): at most KEY_LIMIT of each key RUNNING, key k1 at most
-# K1_LIMIT (pqrun.set_key_limit).
+# K1_LIMIT (pqrun.set_key_limit); each key may be claimed KEY_RATE times per
+# second (burst KEY_BURST), key k2 twice as often (pqrun.set_key_rate_limit),
+# and a share of the keyed jobs weigh 2 (rate_weight): generous enough not to
+# hold the drain back, tight enough that bursts empty the buckets.
 KEY_SHARE = float(os.environ.get("PQRUN_STRESS_KEY_SHARE", "0.2"))
 KEYS = ["k1", "k2", "k3", "k4"]
 KEY_LIMIT = 2
 K1_LIMIT = 1
+KEY_RATE = 200
+KEY_BURST = 20
 N_PRODUCERS = 3
 N_CONSUMERS = 10
 N_DRAINERS = 4
@@ -310,7 +315,8 @@ class Producer(Client):
                 "max_attempts": 1000, "timeout_seconds": 1 if r.random() < 0.1 else None,
                 "run_after": run_after.isoformat() if delay else None,
                 "fifo_key": f"f{r.randint(1, 3)}" if r.random() < FIFO_SHARE else None,
-                "concurrency_key": r.choice(KEYS) if keyed else None}
+                "concurrency_key": r.choice(KEYS) if keyed else None,
+                "rate_weight": 2 if keyed and r.random() < 0.3 else None}
 
     def main(self):
         r = self.rnd
@@ -351,10 +357,10 @@ class Producer(Client):
                         ids += [self.q("SELECT pqrun.enqueue(%s, %s::jsonb, priority => %s, queue => %s, "
                                        "max_attempts => %s, timeout_seconds => %s, "
                                        "run_after => coalesce(%s::timestamptz, now()), fifo_key => %s, "
-                                       "concurrency_key => %s)",
+                                       "concurrency_key => %s, rate_weight => %s)",
                                        (j["job_type"], json.dumps(j["payload"]), j["priority"], j["queue"],
                                         j["max_attempts"], j["timeout_seconds"], j["run_after"],
-                                        j["fifo_key"], j["concurrency_key"]))[0][0]]
+                                        j["fifo_key"], j["concurrency_key"], j["rate_weight"]))[0][0]]
                 else:
                     ids = [row[0] for row in self.q("SELECT pqrun.enqueue_batch(%s::jsonb)", (json.dumps(jobs),))]
                 if rollback:
@@ -891,6 +897,8 @@ def main():
     mon.execute("SELECT pqrun.set_concurrency_limit('default', %s, 'c')", (C_LIMIT,))
     mon.execute("SELECT pqrun.set_key_limit('kq', %s)", (KEY_LIMIT,))
     mon.execute("SELECT pqrun.set_key_limit('kq', %s, 'k1')", (K1_LIMIT,))
+    mon.execute("SELECT pqrun.set_key_rate_limit('kq', %s, %s)", (KEY_RATE, KEY_BURST))
+    mon.execute("SELECT pqrun.set_key_rate_limit('kq', %s, %s, 'k2')", (2 * KEY_RATE, KEY_BURST))
 
     # 1. chaos
     producers = run_threads([Producer(i, SEED * 100 + i) for i in range(N_PRODUCERS)])

@@ -23,7 +23,7 @@
 #      finished by its worker role through the new version's functions, the
 #      dependent job is released, and the role granted under V can call what
 #      the new version added or replaced (mark_done_batch, heartbeat with
-#      progress, snooze, release).
+#      progress, snooze, release, enqueue with a key and a weight).
 # The jobs come from test/lib/jobs_in_every_state.sql.
 set -uo pipefail
 
@@ -155,6 +155,9 @@ for from in $released; do
 		   PERFORM pqrun.pickup('new', job_types => ARRAY['fifo']); PERFORM pqrun.heartbeat(9, NULL, '{\"p\": 1}');
 		   PERFORM pqrun.snooze(9, '0'); PERFORM pqrun.pickup('new', job_types => ARRAY['fifo']); PERFORM pqrun.release(9);
 		 END\$\$; SELECT concat_ws(' ', status, attempts, snoozes, progress) FROM pqrun.jobs WHERE id = 9"
+	check "the worker role enqueues with a key and a weight (0.10.0's and 0.11.0's enqueue)" "k 2" \
+		"SET ROLE $role; DO \$\$BEGIN PERFORM pqrun.enqueue('keyed', queue => 'new', concurrency_key => 'k', rate_weight => 2); END\$\$;
+		 SELECT concat_ws(' ', concurrency_key, rate_weight) FROM pqrun.jobs WHERE job_type = 'keyed'"
 	kill "$holder_pid" 2>/dev/null
 	holder_pid=
 done
