@@ -57,6 +57,8 @@ SELECT count(pqrun.enqueue('a', queue => 'r')) FROM generate_series(1, 3);
 SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => ARRAY['r'], batch_size => 20);
 :claimed
 SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => ARRAY['r'], batch_size => 20);
+-- queue_controls counts the keys held back (without a token).
+SELECT queue, rate_limited_keys FROM pqrun.queue_controls WHERE queue = 'r';
 -- A key's own rate limit replaces the queue's for that key (a new bucket,
 -- full: 3 more of c).
 SELECT pqrun.set_key_rate_limit('r', 0.001, 3, 'c');
@@ -104,8 +106,8 @@ SELECT count(pqrun.enqueue('a', queue => 'wk', concurrency_key => 'x', rate_weig
 SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => ARRAY['wk'], batch_size => 3);
 SELECT round(tokens) AS queue_tokens FROM pqrun.queue_controls WHERE queue = 'wk';
 
--- 5. metrics(): the rate of each key and of the keys with their own, and
--- the tokens of a key's own bucket.
+-- 5. metrics(): the rate of each key and of the keys with their own, the
+-- keys held back, and the tokens of a key's own bucket.
 SELECT line FROM regexp_split_to_table(pqrun.metrics(), E'\n') line
  WHERE line ~ '^pqrun_key_rate_limit' OR line ~ '^pqrun_rate_limit' ORDER BY 1;
 SELECT regexp_replace(line, ' [-0-9.e]+$', ' (tokens)') AS line

@@ -4,6 +4,7 @@
  * bucket for each key of a queue, or a key's own) and a weight per job
  * (enqueue's rate_weight, enqueue_batch's "rate_weight"): the tokens a
  * claim of the job takes from each rate limit that applies to it.
+ * queue_controls shows how many keys a rate limit per key holds back.
  *
  * It also corrects the tokens that queue_controls shows for a bucket that
  * is not full: OPERATOR() binds + and * alike, so the view added the rate
@@ -111,6 +112,46 @@ ALTER TABLE pqrun.queue_control
 	ADD CONSTRAINT queue_control_rate_per_key_burst CHECK ((rate_per_key IS NULL) OPERATOR(pg_catalog.=)
 	                                                       (burst_per_key IS NULL));
 
+/* For each rate limit per key, the keys whose buckets are below full (the
+ * others hold their burst) and those of them without a token now. */
+CREATE FUNCTION pqrun._key_buckets(OUT control_id bigint, OUT keys int, OUT keys_without_token int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pqrun_key_buckets' LANGUAGE c VOLATILE ROWS 10
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION pqrun._key_buckets() FROM PUBLIC;
+
+/* Whoever reads queue_controls (every role that may run _flow_counters) may
+ * run the function it now reads too. */
+DO $$
+DECLARE
+	role regrole;
+BEGIN
+	FOR role IN SELECT DISTINCT a.grantee::pg_catalog.regrole
+	              FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+	             WHERE p.oid OPERATOR(pg_catalog.=) 'pqrun._flow_counters()'::pg_catalog.regprocedure
+	               AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+	               AND a.grantee OPERATOR(pg_catalog.<>) 0
+	LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION pqrun._key_buckets() TO %s', role);
+	END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_monitor(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._require_role(role);
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.queue_controls,'
+	               ' pqrun.workers, pqrun.health TO %s', role);
+	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
+		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
+	END IF;
+	/* Functions in a view run with the privileges of whoever reads it. */
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
+	               ' pqrun._key_buckets() TO %s', role);
+END $$;
+
 CREATE OR REPLACE VIEW pqrun.queue_controls AS
 	WITH live AS (
 		SELECT j.queue, j.job_type, j.concurrency_key,
@@ -135,13 +176,15 @@ CREATE OR REPLACE VIEW pqrun.queue_controls AS
 	              FROM (SELECT pg_catalog.sum(b.running) AS running FROM live b
 	                     WHERE b.queue OPERATOR(pg_catalog.=) c.queue AND b.concurrency_key IS NOT NULL
 	                     GROUP BY b.concurrency_key) k) END AS busiest_key_running,
-	       c.rate_per_key, c.burst_per_key
+	       c.rate_per_key, c.burst_per_key,
+	       CASE WHEN c.rate_per_key IS NOT NULL THEN COALESCE(b.keys_without_token, 0) END AS rate_limited_keys
 	  FROM pqrun.queue_control c
 	  LEFT JOIN live l ON l.queue OPERATOR(pg_catalog.=) c.queue
 	                  AND (c.job_type IS NULL OR l.job_type OPERATOR(pg_catalog.=) c.job_type)
 	                  AND (c.concurrency_key IS NULL OR l.concurrency_key OPERATOR(pg_catalog.=) c.concurrency_key)
 	  LEFT JOIN pqrun._flow_counters() f ON f.control_id OPERATOR(pg_catalog.=) c.id
-	 GROUP BY c.id, f.tokens, f.refilled_at;
+	  LEFT JOIN pqrun._key_buckets() b ON b.control_id OPERATOR(pg_catalog.=) c.id
+	 GROUP BY c.id, f.tokens, f.refilled_at, b.keys_without_token;
 
 /* A token bucket for each concurrency key of the queue (concurrency_key
  * NULL: every key without a rate limit of its own), or for the one key
@@ -241,5 +284,10 @@ AS $$
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_tokens{queue=%s,concurrency_key=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(concurrency_key), tokens), E'\n'
 	           ORDER BY queue, concurrency_key)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL)) || E'\n'
+	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL),
+	  '# HELP pqrun_key_rate_limited Keys of the queue without a token in their bucket now (pqrun.set_key_rate_limit).',
+	  '# TYPE pqrun_key_rate_limited gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limited{queue=%s} %s',
+	           pg_catalog.to_json(queue), rate_limited_keys), E'\n' ORDER BY queue)
+	     FROM pqrun.queue_controls WHERE rate_per_key IS NOT NULL)) || E'\n'
 $$;

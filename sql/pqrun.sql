@@ -345,9 +345,16 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'pqrun_flow_counters' LANGUAGE c VOLATILE ROWS 10
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
+/* For each rate limit per key, the keys whose buckets are below full (the
+ * others hold their burst) and those of them without a token now. */
+CREATE FUNCTION pqrun._key_buckets(OUT control_id bigint, OUT keys int, OUT keys_without_token int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pqrun_key_buckets' LANGUAGE c VOLATILE ROWS 10
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
 /* Each control with what it holds back now (RUNNING and READY jobs it
- * covers, counted from pqrun.job_live in one pass) and the tokens of its
- * rate limit. */
+ * covers, counted from pqrun.job_live in one pass), the tokens of its rate
+ * limit, and the keys its rate limit per key holds back (without a token). */
 CREATE VIEW pqrun.queue_controls AS
 	WITH live AS (
 		SELECT j.queue, j.job_type, j.concurrency_key,
@@ -372,13 +379,15 @@ CREATE VIEW pqrun.queue_controls AS
 	              FROM (SELECT pg_catalog.sum(b.running) AS running FROM live b
 	                     WHERE b.queue OPERATOR(pg_catalog.=) c.queue AND b.concurrency_key IS NOT NULL
 	                     GROUP BY b.concurrency_key) k) END AS busiest_key_running,
-	       c.rate_per_key, c.burst_per_key
+	       c.rate_per_key, c.burst_per_key,
+	       CASE WHEN c.rate_per_key IS NOT NULL THEN COALESCE(b.keys_without_token, 0) END AS rate_limited_keys
 	  FROM pqrun.queue_control c
 	  LEFT JOIN live l ON l.queue OPERATOR(pg_catalog.=) c.queue
 	                  AND (c.job_type IS NULL OR l.job_type OPERATOR(pg_catalog.=) c.job_type)
 	                  AND (c.concurrency_key IS NULL OR l.concurrency_key OPERATOR(pg_catalog.=) c.concurrency_key)
 	  LEFT JOIN pqrun._flow_counters() f ON f.control_id OPERATOR(pg_catalog.=) c.id
-	 GROUP BY c.id, f.tokens, f.refilled_at;
+	  LEFT JOIN pqrun._key_buckets() b ON b.control_id OPERATOR(pg_catalog.=) c.id
+	 GROUP BY c.id, f.tokens, f.refilled_at, b.keys_without_token;
 
 /* pause_queue stops pickups from claiming the queue's jobs (enqueues go
  * on); resume_queue lets them again. Each answers whether it changed
@@ -429,7 +438,7 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION pqrun.pause_queue(text), pqrun.resume_queue(text),
 	pqrun.set_concurrency_limit(text, int, text), pqrun.set_rate_limit(text, double precision, int, text),
 	pqrun.set_key_limit(text, int, text), pqrun.set_key_rate_limit(text, double precision, int, text),
-	pqrun._flow_counters() FROM PUBLIC;
+	pqrun._flow_counters(), pqrun._key_buckets() FROM PUBLIC;
 
 /* ---- Observing ---------------------------------------------------------- */
 
@@ -587,7 +596,12 @@ AS $$
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_tokens{queue=%s,concurrency_key=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(concurrency_key), tokens), E'\n'
 	           ORDER BY queue, concurrency_key)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL)) || E'\n'
+	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL),
+	  '# HELP pqrun_key_rate_limited Keys of the queue without a token in their bucket now (pqrun.set_key_rate_limit).',
+	  '# TYPE pqrun_key_rate_limited gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limited{queue=%s} %s',
+	           pg_catalog.to_json(queue), rate_limited_keys), E'\n' ORDER BY queue)
+	     FROM pqrun.queue_controls WHERE rate_per_key IS NOT NULL)) || E'\n'
 $$;
 
 /* ---- Permissions -------------------------------------------------------- */
@@ -678,8 +692,8 @@ BEGIN
 		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
 	END IF;
 	/* Functions in a view run with the privileges of whoever reads it. */
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters() TO %s',
-	               role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
+	               ' pqrun._key_buckets() TO %s', role);
 END $$;
 
 REVOKE ALL ON FUNCTION pqrun.grant_producer(regrole), pqrun.grant_worker(regrole), pqrun.grant_monitor(regrole) FROM PUBLIC;

@@ -443,3 +443,13 @@ PQRUN_FUNCTION(pqrun_flow_counters)
 	flow_control::Report(rsinfo->setResult, rsinfo->setDesc);
 	return Datum(0);
 }
+
+/* pqrun._key_buckets() behind pqrun.queue_controls: how many keys of each
+ * rate limit per key of this database are below a full bucket, and without
+ * a token. */
+PQRUN_FUNCTION(pqrun_key_buckets)
+{
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	flow_control::ReportKeyBuckets(rsinfo->setResult, rsinfo->setDesc);
+	return Datum(0);
+}

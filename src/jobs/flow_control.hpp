@@ -134,6 +134,11 @@ void AtSubCommit();
  * places taken, tokens in its bucket, when it was last refilled) to `out`. */
 void Report(Tuplestorestate *out, TupleDesc desc);
 
+/* ReportKeyBuckets appends, for each rate limit per key of this database
+ * whose keys hold buckets, (control id, keys whose buckets are below full,
+ * keys without a token now) to `out`. */
+void ReportKeyBuckets(Tuplestorestate *out, TupleDesc desc);
+
 /* ResetDatabase forgets every count of this database (CREATE EXTENSION:
  * new tables, whose control and job ids start again at 1). */
 void ResetDatabase();

@@ -88,7 +88,7 @@ SELECT is(pg_temp.internal(r), '{}'::text[], format('%s may call no internal pqr
 -- Functions in a view run with the privileges of the view's user, so a
 -- monitor needs the counters behind pqrun.queue_stats and
 -- pqrun.queue_controls, and nothing else.
-SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_queue_counters']::text[],
+SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_key_buckets', '_queue_counters']::text[],
 	'a monitor may call only the counters behind queue_stats and queue_controls');
 
 -- ---- calling the API as each role ---------------------------------------------------

@@ -8,7 +8,7 @@
 # installed as the repository's one base script and the updates up to V
 # (CREATE EXTENSION ... VERSION of the base, ALTER EXTENSION ... UPDATE TO
 # 'V'), never by a base script of V an older build left installed:
-#   1. pqrun at version V; a worker role; jobs in every state
+#   1. pqrun at version V; a worker and monitor role; jobs in every state
 #      (DONE, FAILED, CANCELLED, READY, delayed, BLOCKED on a dependency,
 #      FIFO-blocked, RUNNING held by a live session) and an interval schedule
 #      that the background worker fires every second;
@@ -92,7 +92,8 @@ contents() { q -f "$repo/test/lib/queue_contents.sql"; }
 psql -X -q -d postgres -c "CREATE ROLE $role LOGIN" || exit 1
 db=$fresh
 createdb "$fresh" || exit 1
-q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" -c "SELECT pqrun.grant_worker('$role')" \
+	-c "SELECT pqrun.grant_monitor('$role')" >/dev/null || exit 1
 catalog >"/tmp/pqrun-upgrade-fresh-$$.txt"
 
 released=$(cd "$repo/sql" && ls pqrun--*--*.sql | sed -n 's/^pqrun--\([0-9.]*\)--[0-9.]*\.sql$/\1/p' | sort -uV)
@@ -110,7 +111,7 @@ for from in $released; do
 	createdb "$db" || exit 1
 	install_version "$from" || exit 1
 	check "installed version" "$from" "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'"
-	q -c "SELECT pqrun.grant_worker('$role')" >/dev/null || exit 1
+	q -c "SELECT pqrun.grant_worker('$role')" -c "SELECT pqrun.grant_monitor('$role')" >/dev/null || exit 1
 	q -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null || exit 1
 	# Job 6 is picked up by a session that stays alive through the update,
 	# so orphan rescue leaves it RUNNING.
