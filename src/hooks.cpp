@@ -33,8 +33,10 @@
  * Relcache invalidation: expr_cache's compiled expressions and direct_rows'
  *   verdict on the job tables are forgotten.
  * Shared memory (preloaded only): the request sizes, and the startup
- *   attaches, the database slots (shmem), the waiters (wake) and the queue
- *   counters (stats), under AddinShmemInitLock.
+ *   attaches, the database slots (shmem), the waiters (wake), the queue
+ *   counters (stats), the places and buckets of the flow controls
+ *   (flow_control) and the lanes' hints (pick_lanes), under
+ *   AddinShmemInitLock.
  *
  * Each hook enters the modules through GuardedEntry (boundary.hpp); the
  * next hook in the chain, and PostgreSQL's own function, run outside it.
@@ -43,6 +45,7 @@
 #include "jobs/direct_rows.hpp"
 #include "jobs/expr_cache.hpp"
 #include "jobs/flow_control.hpp"
+#include "jobs/pick_lanes.hpp"
 #include "pg/boundary.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
@@ -66,8 +69,10 @@ void
 RequestSharedMemory()
 {
 	using namespace pqrun;
-	RequestAddinShmemSpace(add_size(add_size(add_size(shmem::ShmemSize(), wake::ShmemSize()), stats::ShmemSize()),
-	                                flow_control::ShmemSize()));
+	RequestAddinShmemSpace(
+	    add_size(add_size(add_size(add_size(shmem::ShmemSize(), wake::ShmemSize()), stats::ShmemSize()),
+	                      flow_control::ShmemSize()),
+	             pick_lanes::ShmemSize()));
 	RequestNamedLWLockTranche("pqrun", kLWLocks);
 }
 
@@ -80,6 +85,7 @@ AttachSharedMemory()
 	wake::ShmemInit();
 	stats::ShmemInit();
 	flow_control::ShmemInit();
+	pick_lanes::ShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 

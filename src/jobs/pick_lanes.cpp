@@ -143,55 +143,79 @@ MoveCursor(Cursor &c, const char *key)
 }
 
 /* Lane hints: as the pickup hint does for the pick index (wake.hpp), where
- * this backend may start a lane's scan, past its dead head: no job of the
- * lane before `start` was READY as of hint generation `gen`, and the hint
- * holds while wake::NothingReadyBelow(start, gen). Kept per (queue, key)
- * this backend claimed from, by a hash of both; `name` tells a collision. */
+ * a lane's scan may start, past its dead head: no job of the lane before
+ * `start` was READY as of hint generation `gen`, and the hint holds while
+ * wake::NothingReadyBelow(start, gen). Shared by the backends of the server,
+ * like the pickup hint, so that pickups of one lane at once start past each
+ * other's claims instead of each walking over them again: a slot per lane
+ * by a hash of (database, queue, key), two 64-bit hashes telling lanes
+ * apart (a lane that meets another's slot starts at its head). */
 struct LaneHint {
-	uint64 hash; /* the hash table's key */
-	char *name;  /* queue, a 0 byte, key (TopMemoryContext) */
+	Oid db; /* InvalidOid: free */
+	uint64 hash;
+	uint64 check;
 	wake::PickKey start;
 	uint64 gen;
 };
-HTAB *hints = nullptr;
-/* More lanes than this: the hints are forgotten and begin again. */
-constexpr long kMaxHints = 4096;
+constexpr int kLaneHints = 1024;
+struct SharedLaneHints {
+	slock_t mutex;
+	LaneHint slots[kLaneHints];
+};
+SharedLaneHints *shared_hints = nullptr;
 
-LaneHint *
-HintOf(const char *queue, const char *key)
+/* LaneOf names lane (queue, key) in the hints. */
+LaneHint
+LaneOf(const char *queue, const char *key)
 {
-	if (hints == nullptr || hash_get_num_entries(hints) >= kMaxHints) {
-		if (hints) {
-			HASH_SEQ_STATUS seq;
-			hash_seq_init(&seq, hints);
-			while (auto *old = static_cast<LaneHint *>(hash_seq_search(&seq)))
-				pfree(old->name);
-			hash_destroy(hints);
-		}
-		HASHCTL ctl;
-		ctl.keysize = sizeof(uint64);
-		ctl.entrysize = sizeof(LaneHint);
-		hints = hash_create("pqrun lane hints", 256, &ctl, HASH_ELEM | HASH_BLOBS);
-	}
 	Size qlen = strlen(queue), klen = strlen(key);
 	char *name = static_cast<char *>(palloc(qlen + klen + 2));
 	memcpy(name, queue, qlen + 1);
 	memcpy(name + qlen + 1, key, klen + 1);
-	uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char *>(name), static_cast<int>(qlen + klen + 1), 0);
-	bool found;
-	auto *hint = static_cast<LaneHint *>(hash_search(hints, &hash, HASH_ENTER, &found));
-	if (found && (memcmp(hint->name, name, qlen + 1) != 0 || strcmp(hint->name + qlen + 1, key) != 0)) {
-		pfree(hint->name); /* another lane with the same hash: this one starts anew */
-		found = false;
-	}
-	if (!found) {
-		hint->name = static_cast<char *>(MemoryContextAlloc(TopMemoryContext, qlen + klen + 2));
-		memcpy(hint->name, name, qlen + klen + 2);
-		hint->start = wake::PickKey{INT64_MIN, INT64_MIN};
-		hint->gen = 0;
-	}
+	const auto *bytes = reinterpret_cast<const unsigned char *>(name);
+	int len = static_cast<int>(qlen + klen + 1);
+	LaneHint lane{MyDatabaseId, hash_bytes_extended(bytes, len, MyDatabaseId),
+	              hash_bytes_extended(bytes, len, UINT64CONST(0x5051525553484e54)), wake::PickKey{INT64_MIN, INT64_MIN},
+	              0};
 	pfree(name);
-	return hint;
+	return lane;
+}
+
+/* ReadHint answers where lane `lane` may start now: its hint while it
+ * holds, else its head. */
+wake::PickKey
+ReadHint(const LaneHint &lane)
+{
+	wake::PickKey head{INT64_MIN, INT64_MIN};
+	if (shared_hints == nullptr)
+		return head;
+	LaneHint &slot = shared_hints->slots[lane.hash % kLaneHints];
+	SpinLockAcquire(&shared_hints->mutex);
+	LaneHint hint = slot;
+	SpinLockRelease(&shared_hints->mutex);
+	if (hint.db != lane.db || hint.hash != lane.hash || hint.check != lane.check ||
+	    !wake::NothingReadyBelow(hint.start, hint.gen))
+		return head;
+	return hint.start;
+}
+
+/* WriteHint records that no job of lane `lane` before `start` was READY as
+ * of generation `gen`, unless its slot holds a later start of the same
+ * generation (another pickup's claim further on). */
+void
+WriteHint(const LaneHint &lane, wake::PickKey start, uint64 gen)
+{
+	if (shared_hints == nullptr)
+		return;
+	LaneHint &slot = shared_hints->slots[lane.hash % kLaneHints];
+	SpinLockAcquire(&shared_hints->mutex);
+	bool same = slot.db == lane.db && slot.hash == lane.hash && slot.check == lane.check;
+	if (!same || slot.gen < gen || (slot.gen == gen && wake::Less(slot.start, start))) {
+		slot = lane;
+		slot.start = start;
+		slot.gen = gen;
+	}
+	SpinLockRelease(&shared_hints->mutex);
 }
 
 /* NextKey answers the first key of `queue`'s lanes after `after`, or
@@ -259,7 +283,8 @@ Pick(const Request &r, const Receiver &to)
 	for (int q = 0; q < nqueues && *to.claimed - before < r.want; q++) {
 		Datum queue = CStringGetTextDatum(queues[q]);
 		Cursor &cursor = CursorOf(queues[q]);
-		bool known = cursor.nsteps > 0 && wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
+		bool known =
+		    cursor.nsteps > 0 && wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
 		if (!known) {
 			ForgetSteps(cursor);
 			cursor.steps_gen = gen;
@@ -277,19 +302,15 @@ Pick(const Request &r, const Receiver &to)
 				    return false;
 			    int had = *to.claimed;
 			    if (direct) {
-				    LaneHint *hint = HintOf(queues[q], key);
-				    wake::PickKey start = hint->start;
-				    if (!wake::NothingReadyBelow(start, hint->gen))
-					    start = wake::PickKey{INT64_MIN, INT64_MIN};
-				    else if (start.neg_priority == INT64_MAX)
+				    LaneHint lane = LaneOf(queues[q], key);
+				    wake::PickKey start = ReadHint(lane);
+				    if (start.neg_priority == INT64_MAX)
 					    return false; /* the lane was empty, and nothing became READY since */
 				    wake::PickKey passed;
 				    bool clean;
 				    scan.LockOne(queue, key_text, start, &passed, &clean);
-				    if (clean) {
-					    hint->start = passed;
-					    hint->gen = gen;
-				    }
+				    if (clean)
+					    WriteHint(lane, passed, gen);
 			    } else {
 				    Datum values[8] = {r.worker,
 				                       Int32GetDatum(1),
@@ -299,8 +320,8 @@ Pick(const Request &r, const Receiver &to)
 				                       r.blocked_pairs,
 				                       TimestampTzGetDatum(r.at),
 				                       spi::Int8Array(*to.claimed_ids, *to.claimed)};
-				    char nulls[9] = {' ', ' ', r.job_types ? ' ' : 'n', ' ', ' ', r.blocked_pairs ? ' ' : 'n',
-				                     ' ', ' ', '\0'};
+				    char nulls[9] = {' ', ' ', r.job_types ? ' ' : 'n', ' ', ' ', r.blocked_pairs ? ' ' : 'n', ' ',
+				                     ' ', '\0'};
 				    spi::ExecInto(stmts::kLockLane, values, nulls, to.dest);
 			    }
 			    if (*to.claimed == had)
@@ -313,6 +334,24 @@ Pick(const Request &r, const Receiver &to)
 	if (direct)
 		scan.Close();
 	return *to.claimed - before;
+}
+
+Size
+ShmemSize()
+{
+	return MAXALIGN(sizeof(SharedLaneHints));
+}
+
+void
+ShmemInit()
+{
+	bool found;
+	shared_hints = static_cast<SharedLaneHints *>(ShmemInitStruct("pqrun lane hints", ShmemSize(), &found));
+	if (!found) {
+		SpinLockInit(&shared_hints->mutex);
+		for (LaneHint &slot : shared_hints->slots)
+			slot.db = InvalidOid;
+	}
 }
 
 bool

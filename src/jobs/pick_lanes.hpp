@@ -10,8 +10,8 @@
  * passed over before any of its jobs is read, so one key's backlog costs
  * the other keys nothing and cannot starve them. Below the executor
  * (pick_direct::LaneScan) where the one decision allows, a lane's scan
- * starts at this backend's hint for it, past the head of claimed and ended
- * jobs whose index entries vacuum has not removed yet; else one SQL
+ * starts at its hint, shared by all backends, past the head of claimed and
+ * ended jobs whose index entries vacuum has not removed yet; else one SQL
  * statement per step.
  */
 #pragma once
@@ -54,5 +54,9 @@ uint64 Pick(const Request &request, const Receiver &to);
 /* Ready answers whether a lane of the last Prepare's keyed queues holds a
  * READY job of `job_types` (nullptr: any) whose key has room (await_jobs). */
 bool Ready(ArrayType *job_types);
+
+/* ShmemSize / ShmemInit size and attach the lanes' hints (hooks.cpp). */
+Size ShmemSize();
+void ShmemInit();
 
 } // namespace pqrun::pick_lanes
