@@ -81,8 +81,8 @@ spi::Statement kRemovePerKey{"remove limit per key",
                              2,
                              {TEXTOID, TEXTOID}};
 
-/* A key's own rate limit and a queue's rate limit for each key without one
- * of its own ($2 unused) (from 0.11.0). */
+/* A key's own rate limit, and (the two below, $2 unused) a queue's rate
+ * limit for each key without one of its own (from 0.11.0). */
 spi::Statement kSetKeyRate{"set key rate",
                            "INSERT INTO pqrun.queue_control AS c (queue, concurrency_key, rate, burst)"
                            " VALUES ($1, $2, $3, $4) ON CONFLICT (queue, job_type, concurrency_key)"
