@@ -101,13 +101,19 @@ ROLLBACK;
 SELECT round(tokens) AS tokens FROM pqrun.queue_controls WHERE queue = 'wb';
 -- The weight counts in a key's bucket and in the queue's at once.
 SELECT pqrun.set_key_rate_limit('wk', 0.001, 4);
-SELECT pqrun.set_rate_limit('wk', 0.001, 100);
+SELECT pqrun.set_rate_limit('wk', 0.002, 100);
 SELECT count(pqrun.enqueue('a', queue => 'wk', concurrency_key => 'x', rate_weight => 2)) FROM generate_series(1, 3);
 SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => ARRAY['wk'], batch_size => 3);
 SELECT round(tokens) AS queue_tokens FROM pqrun.queue_controls WHERE queue = 'wk';
 
 -- 5. metrics(): the rate of each key and of the keys with their own, the
--- keys held back, and the tokens of a key's own bucket.
+-- keys held back, and the tokens of a key's own bucket. A queue's own rate
+-- and limit are not its keys' (wk: 0.002 for the queue, 0.001 per key; a
+-- cap of 7, 3 per key).
+SELECT pqrun.set_concurrency_limit('wk', 7);
+SELECT pqrun.set_key_limit('wk', 3);
+SELECT line FROM regexp_split_to_table(pqrun.metrics(), E'\n') line
+ WHERE line ~ '^pqrun_(key|concurrency)_limit\{queue="wk"' ORDER BY 1;
 SELECT line FROM regexp_split_to_table(pqrun.metrics(), E'\n') line
  WHERE line ~ '^pqrun_key_rate_limit' OR line ~ '^pqrun_rate_limit' ORDER BY 1;
 SELECT regexp_replace(line, ' [-0-9.e]+$', ' (tokens)') AS line

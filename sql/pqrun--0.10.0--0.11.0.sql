@@ -8,7 +8,9 @@
  *
  * It also corrects the tokens that queue_controls shows for a bucket that
  * is not full: OPERATOR() binds + and * alike, so the view added the rate
- * to the tokens before multiplying by the seconds since the refill.
+ * to the tokens before multiplying by the seconds since the refill; and
+ * metrics' pqrun_key_limit for every key of a queue that also has a limit
+ * of its own, which showed the queue's.
  */
 \echo Use "ALTER EXTENSION pqrun UPDATE TO '0.11.0'" to load this file. \quit
 
@@ -249,7 +251,8 @@ AS $$
 	  '# TYPE pqrun_key_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_limit{queue=%s,concurrency_key=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(concurrency_key, '')),
-	           COALESCE(max_running, max_running_per_key)), E'\n' ORDER BY queue, concurrency_key NULLS FIRST)
+	           CASE WHEN concurrency_key IS NULL THEN max_running_per_key ELSE max_running END), E'\n'
+	           ORDER BY queue, concurrency_key NULLS FIRST)
 	     FROM pqrun.queue_controls
 	    WHERE (concurrency_key IS NOT NULL AND max_running IS NOT NULL) OR max_running_per_key IS NOT NULL),
 	  '# HELP pqrun_key_running Jobs RUNNING of the concurrency key (concurrency_key "": of the busiest key without a limit of its own).',
@@ -276,7 +279,8 @@ AS $$
 	  '# TYPE pqrun_key_rate_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limit{queue=%s,concurrency_key=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(concurrency_key, '')),
-	           COALESCE(rate, rate_per_key)), E'\n' ORDER BY queue, concurrency_key NULLS FIRST)
+	           CASE WHEN concurrency_key IS NULL THEN rate_per_key ELSE rate END), E'\n'
+	           ORDER BY queue, concurrency_key NULLS FIRST)
 	     FROM pqrun.queue_controls
 	    WHERE (concurrency_key IS NOT NULL AND rate IS NOT NULL) OR rate_per_key IS NOT NULL),
 	  '# HELP pqrun_key_rate_tokens Claims a key''s own rate limit allows at once now.',
