@@ -146,6 +146,16 @@ check("lim reached its limit", at_limit["lim"] > 0 and at_limit["slow"] > 0,
       f"at 3 in {at_limit['lim']} samples, slow at 1 in {at_limit['slow']}")
 done = q("SELECT count(*) FROM pqrun.jobs WHERE status = 'DONE'")[0][0]
 check(f"every job done ({elapsed:.1f} s)", done == total, f"{done} of {total}")
+if done != total:
+    # What is left, and what the limits count, for whoever reads the failure.
+    for row in q("SELECT id, queue, job_type, status, delayed, run_after - now(), attempts, locked_by, holder_pid "
+                 "FROM pqrun.job_live ORDER BY id LIMIT 20"):
+        print(f"     left: {row}")
+    for row in q("SELECT c.queue, c.job_type, c.max_running, c.running, c.ready, f.places "
+                 "FROM pqrun.queue_controls c JOIN pqrun.queue_control k ON k.queue = c.queue "
+                 "AND k.job_type IS NOT DISTINCT FROM c.job_type AND k.concurrency_key IS NOT DISTINCT FROM c.concurrency_key "
+                 "LEFT JOIN pqrun._flow_counters() f ON f.control_id = k.id"):
+        print(f"     control: {row}")
 seen = collections.Counter(handouts)
 dups = [h for h, k in seen.items() if k > 1]
 check(f"no attempt handed out twice ({len(handouts)} handouts)", not dups, f"{dups[:5]}")
