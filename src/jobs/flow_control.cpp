@@ -374,15 +374,24 @@ Refill(Counter &k, const Control &c, TimestampTz now)
 	k.refilled_at = Max(k.refilled_at, now);
 }
 
+/* ProbeStart answers the first slot of the probe for the bucket of key
+ * `key_hash` under rate limit per key `control_id`. */
+int
+ProbeStart(int64 control_id, uint64 key_hash)
+{
+	return static_cast<int>((key_hash ^ (static_cast<uint64>(control_id) * UINT64CONST(0x9E3779B97F4A7C15))) %
+	                        kMaxKeyBuckets);
+}
+
 /* FindKeyBucket answers the slot of the bucket of key `key_hash` under
  * rate limit per key `control_id`, -1 when it has none (a full bucket);
  * lock held. */
 int
 FindKeyBucket(int64 control_id, uint64 key_hash)
 {
-	uint64 start = (key_hash ^ (static_cast<uint64>(control_id) * UINT64CONST(0x9E3779B97F4A7C15))) % kMaxKeyBuckets;
+	int start = ProbeStart(control_id, key_hash);
 	for (int i = 0; i < kKeyProbe; i++) {
-		int slot = static_cast<int>((start + i) % kMaxKeyBuckets);
+		int slot = (start + i) % kMaxKeyBuckets;
 		const KeyBucket &b = shared->key_buckets[slot];
 		if (b.dboid == MyDatabaseId && b.control_id == control_id && b.key_hash == key_hash)
 			return slot;
@@ -412,12 +421,13 @@ EnsureKeyBucket(const Control &c, uint64 key_hash, TimestampTz now)
 {
 	int slot = FindKeyBucket(c.id, key_hash);
 	if (slot < 0) {
-		uint64 start = (key_hash ^ (static_cast<uint64>(c.id) * UINT64CONST(0x9E3779B97F4A7C15))) % kMaxKeyBuckets;
+		int start = ProbeStart(c.id, key_hash);
 		double fullest = -1;
 		for (int i = 0; i < kKeyProbe && fullest < 2; i++) {
-			int s = static_cast<int>((start + i) % kMaxKeyBuckets);
+			int s = (start + i) % kMaxKeyBuckets;
 			const KeyBucket &b = shared->key_buckets[s];
-			/* Free, or full (the same as none): 2 and 1 ends the search. */
+			/* A free slot (2) ends the search; a full bucket (1, the same as
+			 * none) is taken unless a free slot follows. */
 			double fill =
 			    b.dboid == InvalidOid ? 2 : Refilled(b.tokens, b.refilled_at, b.rate, b.burst, now) / Max(b.burst, 1);
 			if (fill > fullest) {
