@@ -60,9 +60,13 @@ spi::Statement kLockOrphan{"lock orphan",
                            {INT8OID, INT4OID, TIMESTAMPTZOID}};
 
 /* Jobs a restore (pg_dump keeps them) wrote with their own ids, before
- * the dump's setval of the sequence: new ids must start above them. */
+ * the dump's setval of the sequence: new ids must start above them. They
+ * start a million above: a job that takes one of them before the restore
+ * ends (a schedule firing) must not be reached again by the ids the
+ * restore's setval hands out once more, before the next round sees the
+ * sequence behind again and moves it past that job. */
 spi::Statement kIdsAhead{"ids ahead",
-                         "SELECT pg_catalog.setval('pqrun.job_id_seq', ids.top)"
+                         "SELECT pg_catalog.setval('pqrun.job_id_seq', ids.top + 1000000)"
                          "  FROM (SELECT GREATEST((SELECT pg_catalog.max(id) FROM pqrun.job_live),"
                          "                        (SELECT pg_catalog.max(id) FROM pqrun.job_done)) AS top) AS ids,"
                          "       pqrun.job_id_seq AS seq"
