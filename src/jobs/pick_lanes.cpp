@@ -42,11 +42,15 @@ spi::Statement kLockLane{"lock lane",
                          {TEXTOID, INT4OID, TEXTARRAYOID, TEXTOID, TEXTOID, TEXTARRAYOID, TIMESTAMPTZOID,
                           INT8ARRAYOID}};
 
-/* Whether lane ($1, $2) holds a READY job of job types $3. */
+/* Whether lane ($1, $2) holds a READY job of job types $3. In the lane's
+ * order, so that no plan reads the table instead: without an order, the
+ * generic plan's LIMIT 1 read all of job_live (it expects a key's jobs to
+ * be many and early; a lane asked about is often empty). */
 spi::Statement kLaneHasJob{"lane has job",
                            "SELECT 1 FROM pqrun.job_live WHERE " IN_LANE " AND " LANE_QUEUE " = $1 AND " LANE_KEY
                            " = $2"
-                           "   AND ($3::text[] IS NULL OR job_type = ANY ($3)) LIMIT 1",
+                           "   AND ($3::text[] IS NULL OR job_type = ANY ($3))"
+                           " ORDER BY (-(priority::bigint)), id LIMIT 1",
                            3,
                            {TEXTOID, TEXTOID, TEXTARRAYOID}};
 
