@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# test/shell/scans.sh — on a big queue, no statement of pqrun reads its job
+# tables by a sequential scan: every call of the API, every maintenance
+# round. A statement whose condition matches none of the partial indexes,
+# or whose generic plan expects the rows it looks for to be many and early
+# (LIMIT 1 without an order), reads the whole table each time, which costs
+# nothing in a test with ten jobs and everything under a million.
+#
+# A database of its own: 60,000 READY jobs without a key, 60,000 of 60 keys
+# (2 per key may run, so all but 120 wait behind a full key), 10,000 delayed
+# an hour, 5,000 in 5 FIFO groups, 1,000 BLOCKED on a dependency, 20,000
+# finished; VACUUM ANALYZE (what autovacuum does by then). Then each step
+# below runs in its own session, its statistics are flushed
+# (pg_stat_force_next_flush) and seq_tup_read of job_live and job_done
+# must not have moved. Three maintenance rounds are one step.
+#
+# Not here: a pickup or await_jobs of some queues reads the READY jobs
+# without a key of the other queues ahead of theirs (job_live_pick is in
+# pickup order, without the queue): a pickup by the index, await_jobs by
+# whichever plan is cheaper, also a sequential scan. keys.sh checks
+# await_jobs where no other queue has such jobs.
+#
+# Runs against the already running test server (test/run.sh exports PGHOST,
+# PGPORT, PGUSER). Needs psycopg 3.
+set -uo pipefail
+
+export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$repo/test/lib/python.sh"
+find_psycopg_python || exit 1
+db=pqrun_scans_$$
+trap 'psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+createdb "$db" || exit 1
+psql -X -q -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION pqrun" || exit 1
+
+PGDATABASE=$db "$py" - <<'PY'
+import sys, time
+import psycopg
+
+failures = 0
+def check(name, ok, detail=""):
+    global failures
+    print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+    failures += 0 if ok else 1
+
+c = psycopg.connect("", autocommit=True)
+q = lambda sql, args=None: c.execute(sql, args).fetchall()
+
+def fill(n, extra):
+    for start in range(0, n, 10000):
+        q("SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'job', "
+          f"'payload', jsonb_build_object('n', i){extra}) ORDER BY i) FROM generate_series(%s::int, %s::int) i))",
+          (start + 1, min(start + 10000, n)))
+
+t = time.monotonic()
+c.execute("SET synchronous_commit = off")
+fill(20000, ", 'queue', 'old'")
+while True:
+    done = q("SELECT count(*) FROM (SELECT pqrun.mark_done(id) FROM pqrun.pickup('filler', queues => '{old}', batch_size => 1000)) s")[0][0]
+    if done == 0:
+        break
+fill(60000, ", 'queue', 'plain'")
+q("SELECT pqrun.set_key_limit('keyed', 2)")
+fill(60000, ", 'queue', 'keyed', 'concurrency_key', 'k' || (i %% 60)")
+fill(10000, ", 'queue', 'later', 'run_after', now() + interval '1 hour'")
+fill(5000, ", 'queue', 'fifo', 'fifo_key', 'g' || (i %% 5)")
+parent = q("SELECT pqrun.enqueue('parent', queue => 'parents')")[0][0]
+fill(1000, f", 'queue', 'children', 'depends_on', jsonb_build_array({parent})")
+c.execute("VACUUM ANALYZE")
+# (Sizes as ANALYZE found them: a count(*) here would be a sequential scan,
+# whose parallel workers' share reaches the statistics a step later.)
+print(f"     filled in {time.monotonic() - t:.1f} s: " + ", ".join(
+      f"{n} {r:.0f} rows" for n, r in q("SELECT relname, reltuples FROM pg_class WHERE relnamespace = 'pqrun'::regnamespace "
+                                         "AND relname IN ('job_live', 'job_done') ORDER BY 1")), flush=True)
+
+def seq_read():
+    return dict(q("SELECT relname, seq_tup_read FROM pg_stat_user_tables "
+                  "WHERE schemaname = 'pqrun' AND relname IN ('job_live', 'job_done')"))
+
+def step(name, *statements):
+    s = psycopg.connect("", autocommit=True)
+    s.execute("SELECT pg_stat_force_next_flush()")
+    before = seq_read()
+    for sql in statements:
+        s.execute(sql)
+    s.execute("SELECT pg_stat_force_next_flush()")
+    after = seq_read()
+    s.close()
+    read = {k: after[k] - before[k] for k in after}
+    check(f"{name}: no row read by a sequential scan", not any(read.values()),
+          ", ".join(f"{k} {v} rows" for k, v in read.items() if v))
+
+# One claimed job of each kind, for the steps that end it.
+held = {}
+for kind, queue in (("done", "plain"), ("error", "plain"), ("release", "plain"), ("snooze", "plain"),
+                     ("heartbeat", "plain"), ("cancel", "plain"), ("keyed", "keyed"), ("fifo", "fifo")):
+    held[kind] = q(f"SELECT id, lease_token FROM pqrun.pickup('w', queues => '{{{queue}}}')")[0]
+lease = lambda kind: f"{held[kind][0]}, lease_token => '{held[kind][1]}'"
+
+step("enqueue", "SELECT pqrun.enqueue('x', queue => 'plain')")
+step("enqueue with a dedupe key", "SELECT pqrun.enqueue('x', queue => 'plain', dedupe_key => 'd1')",
+     "SELECT pqrun.enqueue('x', queue => 'plain', dedupe_key => 'd1')")
+step("enqueue into a FIFO group with jobs", "SELECT pqrun.enqueue('x', queue => 'fifo', fifo_key => 'g1')")
+step("enqueue into a new FIFO group", "SELECT pqrun.enqueue('x', queue => 'fifo', fifo_key => 'new group')")
+step("enqueue with a dependency", f"SELECT pqrun.enqueue('x', queue => 'children', depends_on => ARRAY[{parent}]::bigint[])")
+step("enqueue with a key", "SELECT pqrun.enqueue('x', queue => 'keyed', concurrency_key => 'k1')")
+step("enqueue_batch", "SELECT count(*) FROM pqrun.enqueue_batch('[{\"job_type\": \"x\", \"queue\": \"plain\"}, "
+     "{\"job_type\": \"x\", \"queue\": \"fifo\", \"fifo_key\": \"g2\"}]')")
+step("pickup", "SELECT count(*) FROM pqrun.pickup('s')")
+step("pickup of a queue", "SELECT count(*) FROM pqrun.pickup('s', queues => '{plain}', batch_size => 3)")
+step("pickup of a job type", "SELECT count(*) FROM pqrun.pickup('s', job_types => '{job}')")
+step("pickup of a keyed queue", "SELECT count(*) FROM pqrun.pickup('s', queues => '{keyed}', batch_size => 3)")
+step("pickup of a FIFO queue", "SELECT count(*) FROM pqrun.pickup('s', queues => '{fifo}')")
+step("pickup of an empty queue, waiting", "SELECT count(*) FROM pqrun.pickup('s', queues => '{none}', wait => '0.2 s')")
+step("heartbeat", f"SELECT pqrun.heartbeat({lease('heartbeat')}, progress => '{{\"p\": 1}}')")
+step("mark_done", f"SELECT pqrun.mark_done({lease('done')})")
+step("mark_done of a keyed job", f"SELECT pqrun.mark_done({lease('keyed')})")
+step("mark_done of a FIFO job", f"SELECT pqrun.mark_done({lease('fifo')})")
+step("mark_done of a parent", f"SELECT count(*) FROM (SELECT pqrun.mark_done(id) FROM pqrun.pickup('s', queues => '{{parents}}')) s")
+step("mark_error", f"SELECT pqrun.mark_error({lease('error')}, error => 'e')")
+step("release", f"SELECT pqrun.release({lease('release')})")
+step("snooze", f"SELECT pqrun.snooze({held['snooze'][0]}, '1 hour', '{held['snooze'][1]}')")
+step("cancel of a running job", f"SELECT pqrun.cancel({held['cancel'][0]})")
+step("mark_done_and_pickup", "SELECT count(*) FROM (SELECT pqrun.mark_done_and_pickup('s', ARRAY(SELECT id FROM pqrun.pickup('s', queues => '{plain}', batch_size => 2))::bigint[], queues => '{plain}', batch_size => 2)) s")
+step("retry of a finished job", "SELECT pqrun.retry((SELECT min(id) FROM pqrun.job_done))")
+step("three maintenance rounds", "SELECT pg_sleep(3.5)")
+print(f"{failures} failure(s)")
+sys.exit(1 if failures else 0)
+PY
