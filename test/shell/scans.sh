@@ -12,7 +12,9 @@
 # finished; VACUUM ANALYZE (what autovacuum does by then). Then each step
 # below runs in its own session, its statistics are flushed
 # (pg_stat_force_next_flush) and seq_tup_read of job_live and job_done
-# must not have moved. Three maintenance rounds are one step.
+# must not have moved. The maintenance worker is idle meanwhile
+# (pqrun.enabled off, for this server while the test runs); three of its
+# rounds are the last step.
 #
 # Not here: a pickup or await_jobs of some queues reads the READY jobs
 # without a key of the other queues ahead of theirs (job_live_pick is in
@@ -29,7 +31,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/python.sh"
 find_psycopg_python || exit 1
 db=pqrun_scans_$$
-trap 'psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
+trap 'psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" \
+	-c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null' EXIT
 createdb "$db" || exit 1
 psql -X -q -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION pqrun" || exit 1
 
@@ -73,6 +76,10 @@ print(f"     filled in {time.monotonic() - t:.1f} s: " + ", ".join(
       f"{n} {r:.0f} rows" for n, r in q("SELECT relname, reltuples FROM pg_class WHERE relnamespace = 'pqrun'::regnamespace "
                                          "AND relname IN ('job_live', 'job_done') ORDER BY 1")), flush=True)
 
+# What this session read while filling reaches the statistics now, not
+# whenever it next goes idle after a second (inside some step below).
+c.execute("SELECT pg_stat_force_next_flush()")
+
 def seq_read():
     return dict(q("SELECT relname, seq_tup_read FROM pg_stat_user_tables "
                   "WHERE schemaname = 'pqrun' AND relname IN ('job_live', 'job_done')"))
@@ -89,6 +96,14 @@ def step(name, *statements):
     read = {k: after[k] - before[k] for k in after}
     check(f"{name}: no row read by a sequential scan", not any(read.values()),
           ", ".join(f"{k} {v} rows" for k, v in read.items() if v))
+
+# The API's steps without the maintenance worker, whose rounds would land
+# in them (its own step comes last): idle while pqrun.enabled is off.
+def set_enabled(on):
+    c.execute(f"ALTER SYSTEM {'RESET pqrun.enabled' if on else 'SET pqrun.enabled = off'}")
+    c.execute("SELECT pg_reload_conf()")
+    time.sleep(1.5)   # a round's length: the worker has read the setting
+set_enabled(False)
 
 # One claimed job of each kind, for the steps that end it.
 held = {}
@@ -123,6 +138,7 @@ step("snooze", f"SELECT pqrun.snooze({held['snooze'][0]}, '1 hour', '{held['snoo
 step("cancel of a running job", f"SELECT pqrun.cancel({held['cancel'][0]})")
 step("mark_done_and_pickup", "SELECT count(*) FROM (SELECT pqrun.mark_done_and_pickup('s', ARRAY(SELECT id FROM pqrun.pickup('s', queues => '{plain}', batch_size => 2))::bigint[], queues => '{plain}', batch_size => 2)) s")
 step("retry of a finished job", "SELECT pqrun.retry((SELECT min(id) FROM pqrun.job_done))")
+set_enabled(True)
 step("three maintenance rounds", "SELECT pg_sleep(3.5)")
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)
