@@ -24,11 +24,12 @@ namespace stmts {
 /* The true first pickup key, for the maintenance round's hint backstop:
  * the head of job_live_pick, under that index's own condition (without
  * the key's part, each round read and sorted all of job_live). */
-spi::Statement kPickHead{"pick head",
-                         "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED
-                         " ORDER BY (-(priority::bigint)), id LIMIT 1",
-                         0,
-                         {}};
+spi::Statement kPickHead{
+    "pick head",
+    "SELECT -(priority::bigint), id FROM pqrun.job_live WHERE status = 'READY' AND NOT delayed" PQRUN_UNKEYED
+    " ORDER BY (-(priority::bigint)), id LIMIT 1",
+    0,
+    {}};
 
 /* Dependency edges whose dependency has already finished: the backstop for
  * anything the synchronous unblocking in mark_done/mark_error missed. */

@@ -88,15 +88,16 @@ spi::Statement kPromoteDue{
  * arm under job_live_pick's condition, one under job_live_delayed's, so
  * that neither reads the keyed jobs (as one condition with an OR, it read
  * all of job_live). */
-#define READY_EXISTS(which)                                                                                             \
+#define READY_EXISTS(which)                                                                                            \
 	"EXISTS (SELECT 1 FROM pqrun.job_live WHERE " which PQRUN_UNKEYED                                                  \
-	"   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2))"                   \
+	"   AND ($1::text[] IS NULL OR job_type = ANY ($1)) AND ($2::text[] IS NULL OR queue = ANY ($2))"                  \
 	"   AND ($4::text[] IS NULL OR queue <> ALL ($4))" PQRUN_NOT_BLOCKED_PAIR("$5") ")"
-spi::Statement kReadyExists{"ready exists",
-                            "SELECT " READY_EXISTS("status = 'READY' AND NOT delayed") " OR " READY_EXISTS(
-                                "delayed AND run_after <= $3"),
-                            5,
-                            {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}};
+spi::Statement kReadyExists{
+    "ready exists",
+    "SELECT " READY_EXISTS("status = 'READY' AND NOT delayed") " OR " READY_EXISTS("delayed AND run_after <= $3"),
+    5,
+    {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}};
+#undef READY_EXISTS
 
 spi::Statement kNextDelayed{
     "next delayed", "SELECT pg_catalog.min(run_after) FROM pqrun.job_live WHERE delayed", 0, {}};

@@ -7,14 +7,13 @@
 # nothing in a test with ten jobs and everything under a million.
 #
 # A database of its own: 60,000 READY jobs without a key, 60,000 of 60 keys
-# (2 per key may run, so all but 120 wait behind a full key), 10,000 delayed
-# an hour, 5,000 in 5 FIFO groups, 1,000 BLOCKED on a dependency, 20,000
-# finished; VACUUM ANALYZE (what autovacuum does by then). Then each step
-# below runs in its own session, its statistics are flushed
-# (pg_stat_force_next_flush) and seq_tup_read of job_live and job_done
-# must not have moved. The maintenance worker is idle meanwhile
-# (pqrun.enabled off, for this server while the test runs); three of its
-# rounds are the last step.
+# (at most 2 of each key may run), 10,000 delayed an hour, 5,000 in 5 FIFO
+# groups, 1,000 BLOCKED on a dependency, 20,000 finished; VACUUM ANALYZE
+# (what autovacuum does by then). Then each step below runs in its own
+# session, its statistics are flushed (pg_stat_force_next_flush) and
+# seq_tup_read of job_live and job_done must not have moved. The
+# maintenance worker is idle meanwhile (pqrun.enabled off, for this server
+# while the test runs); three of its rounds are the last step.
 #
 # Not here: a pickup or await_jobs of some queues reads the READY jobs
 # without a key of the other queues ahead of theirs (job_live_pick is in
