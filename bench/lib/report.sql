@@ -41,6 +41,25 @@ AS $$ SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY a.jobs_per_s / nullif(
 -- a ratio, formatted, with a check mark against TARGET
 CREATE FUNCTION rep.fx(x numeric, target numeric) RETURNS text LANGUAGE sql IMMUTABLE
 AS $$ SELECT CASE WHEN x IS NULL THEN '–' ELSE to_char(x, 'FM9990.00') || CASE WHEN x >= target THEN ' ✓' ELSE ' ✗' END END $$;
+-- the table of WORKLOAD against its W1 right after (WORKLOAD || 'ref') and
+-- the round's W1, one line of markdown per row, with its explanation
+CREATE FUNCTION rep.paired_table(w text) RETURNS SETOF text LANGUAGE sql STABLE
+AS $$
+	SELECT line FROM (
+		SELECT 0 AS clients, 1 AS ord, format('W1 right after: a W1 measured right after each %1$s (%1$sref), as its reference; '
+		                                      '%1$s / W1 right after is the median of the ratios within each round.', w) AS line
+		UNION ALL SELECT 0, 2, ''
+		UNION ALL SELECT 0, 3, format('| clients | pqrun %1$s jobs/s | W1 right after jobs/s | %1$s / W1 right after (≥ 0.90) '
+		                              '| %1$s / the round''s W1 | p50 / p95 ms | W1 right after p50 / p95 ms |', w)
+		UNION ALL SELECT 0, 4, '|---:|---:|---:|---:|---:|---:|---:|'
+		UNION ALL
+		SELECT clients, 5, format('| %s | %s | %s | %s | %s | %s | %s |', clients,
+		                          fr(r('pqrun', w, clients)), fr(r('pqrun', w || 'ref', clients)), fx(paired(w, clients), 0.90),
+		                          fq(r('pqrun', w, clients), r('pqrun', 'W1', clients)),
+		                          fl('pqrun', w, clients), fl('pqrun', w || 'ref', clients))
+		  FROM (SELECT DISTINCT clients FROM results WHERE workload = w) c) t
+	 ORDER BY ord, clients
+$$;
 -- a figure out of the notes ("name=value")
 CREATE FUNCTION rep.note(notes text, name text) RETURNS text LANGUAGE sql IMMUTABLE
 AS $$ SELECT substring(notes FROM name || '=([^;|]+)') $$;
@@ -190,15 +209,7 @@ SELECT format('| %s | %s | %s | %s |', clients,
 \if :has_w1k
 \echo '## W1K drain (W1 over 100 concurrency keys, round robin by id, under a cap of 1000 on the queue and a limit of 1000 per key)'
 \echo ''
-\echo 'W1 right after: a W1 measured right after each W1K (W1Kref), as its reference; W1K / W1 right after is the median of the ratios within each round.'
-\echo ''
-\echo '| clients | pqrun W1K jobs/s | W1 right after jobs/s | W1K / W1 right after (≥ 0.90) | W1K / the round''s W1 | p50 / p95 ms | W1 right after p50 / p95 ms |'
-\echo '|---:|---:|---:|---:|---:|---:|---:|'
-SELECT format('| %s | %s | %s | %s | %s | %s | %s |', clients,
-              fr(r('pqrun', 'W1K', clients)), fr(r('pqrun', 'W1Kref', clients)), fx(paired('W1K', clients), 0.90),
-              fq(r('pqrun', 'W1K', clients), r('pqrun', 'W1', clients)),
-              fl('pqrun', 'W1K', clients), fl('pqrun', 'W1Kref', clients))
-  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W1K') c ORDER BY clients;
+SELECT * FROM paired_table('W1K');
 \echo ''
 \endif
 
@@ -206,15 +217,7 @@ SELECT format('| %s | %s | %s | %s | %s | %s | %s |', clients,
 \if :has_w3k
 \echo '## W3K drain beside a hog key (W1 of key k while key hog, limit 2, holds 2 RUNNING and the rest of its deep backlog READY)'
 \echo ''
-\echo 'W1 right after: a W1 measured right after each W3K (W3Kref), as its reference; W3K / W1 right after is the median of the ratios within each round.'
-\echo ''
-\echo '| clients | pqrun W3K jobs/s | W1 right after jobs/s | W3K / W1 right after (≥ 0.90) | W3K / the round''s W1 | p50 / p95 ms | W1 right after p50 / p95 ms |'
-\echo '|---:|---:|---:|---:|---:|---:|---:|'
-SELECT format('| %s | %s | %s | %s | %s | %s | %s |', clients,
-              fr(r('pqrun', 'W3K', clients)), fr(r('pqrun', 'W3Kref', clients)), fx(paired('W3K', clients), 0.90),
-              fq(r('pqrun', 'W3K', clients), r('pqrun', 'W1', clients)),
-              fl('pqrun', 'W3K', clients), fl('pqrun', 'W3Kref', clients))
-  FROM (SELECT DISTINCT clients FROM results WHERE workload = 'W3K') c ORDER BY clients;
+SELECT * FROM paired_table('W3K');
 \echo ''
 SELECT format('The hog is filled by each W3K measurement that follows another refill (after W3Kref''s, every one), else kept (README, W3K). Fills: %s. After every drain the hog must still hold its 2 places (the holder session) with the rest READY; %s of %s W3K runs found otherwise (CSV notes).',
               coalesce(string_agg(format('round %s at %s client(s), %s', round, clients, note(notes, 'hog fill')), '; ' ORDER BY round, clients)
