@@ -84,7 +84,19 @@ CREATE INDEX job_live_fifo ON pqrun.job_live (fifo_key, id) WHERE fifo_key IS NO
 /* Finished jobs (DONE, FAILED, CANCELLED). Rows are inserted once and only
  * leave through purge/retention or retry. `outcome` is the outcome of the
  * final attempt when the job was running as it finished (the row then also
- * stands for that attempt in pqrun.job_attempts), NULL otherwise. */
+ * stands for that attempt in pqrun.job_attempts), NULL otherwise.
+ *
+ * Partitioned by finish time (0.12.0; README, "History"): the workers make
+ * a partition for each pqrun.history_interval ahead of time and apply
+ * retention by dropping whole partitions, not by DELETE.
+ * job_done_default holds what no partition covers: jobs finished before the
+ * first partition was made, and FAILED jobs kept past their partition
+ * (pqrun.failed_retention). A partitioned table's primary key would have to
+ * include finished_at, so there is none: ids come from one sequence. Each
+ * partition has its own indexes, on id and on the finish time of FAILED
+ * jobs, made with it (pqrun._history_round), none on job_done itself:
+ * pg_dump restores a partition's indexes after attaching it, which would
+ * already have made those of a partitioned index. */
 CREATE TABLE pqrun.job_done (
 	id              bigint      NOT NULL,
 	status          pqrun.job_status NOT NULL,
@@ -113,12 +125,13 @@ CREATE TABLE pqrun.job_done (
 	snoozes         int         NOT NULL DEFAULT 0,
 	concurrency_key text,
 	rate_weight     int,
-	PRIMARY KEY (id),
 	CHECK (status IN ('DONE', 'FAILED', 'CANCELLED'))
-);
+) PARTITION BY RANGE (finished_at);
 
-CREATE INDEX job_done_finished ON pqrun.job_done USING brin (finished_at);
-CREATE INDEX job_done_failed ON pqrun.job_done (finished_at) WHERE status = 'FAILED';
+CREATE TABLE pqrun.job_done_default PARTITION OF pqrun.job_done DEFAULT;
+CREATE INDEX job_done_default_id ON pqrun.job_done_default (id);
+/* Its retention is by DELETE, in finish order. */
+CREATE INDEX job_done_default_finished ON pqrun.job_done_default (finished_at);
 
 /* Attempts that ended with the job going back to READY (retry, stale,
  * orphaned), and final attempts of jobs re-queued by retry(). The running or
@@ -146,7 +159,7 @@ CREATE INDEX job_dep_job ON pqrun.job_dep (job_id);
 /* Jobs are data, not part of the extension's definition: pg_dump keeps them,
  * their history and edges, and the id sequence (README, "Backups"). */
 SELECT pg_catalog.pg_extension_config_dump('pqrun.job_live', '');
-SELECT pg_catalog.pg_extension_config_dump('pqrun.job_done', '');
+SELECT pg_catalog.pg_extension_config_dump('pqrun.job_done_default', '');
 SELECT pg_catalog.pg_extension_config_dump('pqrun.attempt_log', '');
 SELECT pg_catalog.pg_extension_config_dump('pqrun.job_dep', '');
 SELECT pg_catalog.pg_extension_config_dump('pqrun.job_id_seq', '');
@@ -495,10 +508,12 @@ CREATE VIEW pqrun.health AS
 	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_live'::regclass) AS job_live_dead_tuples,
 	       (SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables
 	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_live'::regclass) AS job_live_live_tuples,
-	       (SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables
-	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_done'::regclass) AS job_done_dead_tuples,
-	       (SELECT n_live_tup FROM pg_catalog.pg_stat_user_tables
-	         WHERE relid OPERATOR(pg_catalog.=) 'pqrun.job_done'::regclass) AS job_done_live_tuples
+	       (SELECT pg_catalog.sum(n_dead_tup)::bigint FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT relid FROM pg_catalog.pg_partition_tree('pqrun.job_done'))))
+	         AS job_done_dead_tuples,
+	       (SELECT pg_catalog.sum(n_live_tup)::bigint FROM pg_catalog.pg_stat_user_tables
+	         WHERE relid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT relid FROM pg_catalog.pg_partition_tree('pqrun.job_done'))))
+	         AS job_done_live_tuples
 	  FROM (SELECT 1) AS one
 	  LEFT JOIN LATERAL (
 	        SELECT pid, usename, state, xact_start, query_start,
@@ -709,6 +724,149 @@ REVOKE ALL ON FUNCTION pqrun._register_database() FROM PUBLIC;
 
 /* Wake the launcher so this database gets its worker within a second. */
 SELECT pqrun._register_database();
+
+/* job_done's partitions by range and their bounds (MINVALUE and MAXVALUE as
+ * -infinity and infinity), as pg_get_expr shows them in UTC. */
+CREATE FUNCTION pqrun._history_partitions()
+RETURNS TABLE (part regclass, lo timestamptz, hi timestamptz)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp SET timezone = 'UTC' SET datestyle = 'ISO, YMD'
+AS $$
+	SELECT i.inhrelid::regclass,
+	       CASE WHEN m[1] = 'MINVALUE' THEN '-infinity' ELSE btrim(m[1], '''') END::timestamptz,
+	       CASE WHEN m[2] = 'MAXVALUE' THEN 'infinity' ELSE btrim(m[2], '''') END::timestamptz
+	  FROM pg_inherits i, pg_class c,
+	       regexp_match(pg_get_expr(c.relpartbound, c.oid), '^FOR VALUES FROM \((.*)\) TO \((.*)\)$') AS m
+	 WHERE i.inhparent = 'pqrun.job_done'::regclass AND c.oid = i.inhrelid AND m IS NOT NULL
+	 ORDER BY 2
+$$;
+REVOKE ALL ON FUNCTION pqrun._history_partitions() FROM PUBLIC;
+
+/* History partitions (README, "History"): the part of a maintenance round
+ * that changes job_done's partitions. Makes those that the next `ahead`
+ * intervals of `step` after the one holding `round_at` need and no partition
+ * covers yet, with what job_done_default holds of their time; and drops
+ * those that end at or before `drop_before` (NULL: none), keeping in
+ * job_done_default their FAILED jobs that finished at or after
+ * `keep_failed_from` (NULL: none). Partitions start at multiples of `step`
+ * since 1970 (UTC) and are named after their start; none is made while
+ * job_done has none and there is no job at all. A partition that cannot be
+ * made or dropped now (a name taken) is left for a later round, and so is
+ * the rest of the round after a lock not granted within lock_timeout:
+ * finishes wait for what the round has locked, and a session holding what
+ * the round waits for would deadlock with it once the round's waits added
+ * up to deadlock_timeout. Answers the jobs dropped, per queue, job type
+ * and status. */
+CREATE FUNCTION pqrun._history_round(round_at timestamptz, step interval, ahead int,
+                                     drop_before timestamptz, keep_failed_from timestamptz)
+RETURNS TABLE (queue text, job_type text, status text, jobs bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp SET timezone = 'UTC' SET lock_timeout = '100ms'
+AS $$
+DECLARE
+	seconds float8 := extract(epoch FROM step);
+	cols text;
+	s timestamptz;
+	e timestamptz;
+	covered timestamptz;
+	locked boolean;
+	made text;
+	dropped record;
+	counted jsonb;
+	waited boolean := false;
+BEGIN
+	SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO cols
+	  FROM pg_attribute WHERE attrelid = 'pqrun.job_done'::regclass AND attnum > 0 AND NOT attisdropped;
+	/* None before the first job: a restore makes job_done's partitions (as
+	 * pg_dump saw them) after CREATE EXTENSION and before it copies any
+	 * job, and ours would take their names and times. */
+	IF NOT EXISTS (SELECT FROM pqrun._history_partitions()) THEN
+		BEGIN
+			/* Before reading the default partition: its lock, held to the
+			 * end, would hold off another round's ATTACH that this one then
+			 * waits for (see below). */
+			LOCK TABLE pqrun.job_done IN SHARE ROW EXCLUSIVE MODE;
+			IF NOT EXISTS (SELECT FROM pqrun.job_done_default) AND NOT EXISTS (SELECT FROM pqrun.job_live) THEN
+				ahead := -1;
+			END IF;
+		EXCEPTION WHEN lock_not_available THEN
+			RETURN;
+		END;
+	END IF;
+
+	FOR k IN 0..ahead LOOP
+		EXIT WHEN waited;
+		BEGIN
+			locked := false;
+			LOOP
+				s := to_timestamp(floor(extract(epoch FROM round_at) / seconds) * seconds) + k * step;
+				e := s + step;
+				/* Past the partitions that cover s, short of the next one. */
+				LOOP
+					covered := (SELECT max(p.hi) FROM pqrun._history_partitions() AS p WHERE p.lo <= s AND p.hi > s);
+					EXIT WHEN covered IS NULL;
+					s := covered;
+				END LOOP;
+				e := LEAST(e, (SELECT min(p.lo) FROM pqrun._history_partitions() AS p WHERE p.lo > s));
+				EXIT WHEN s >= e OR locked;
+				/* Then again under a lock that holds off other rounds (which
+				 * may have made it meanwhile) and every finish: one routed
+				 * before the ATTACH to the default partition would meet its
+				 * new constraint after it (23514). Held until the round
+				 * commits. */
+				LOCK TABLE pqrun.job_done IN SHARE ROW EXCLUSIVE MODE;
+				locked := true;
+			END LOOP;
+			CONTINUE WHEN s >= e;
+			made := 'job_done_' || to_char(s, 'YYYYMMDD_HH24MISS');
+			EXECUTE format('CREATE TABLE pqrun.%I (LIKE pqrun.job_done INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', made);
+			EXECUTE format('CREATE INDEX ON pqrun.%I (id)', made);
+			EXECUTE format('CREATE INDEX ON pqrun.%I (finished_at) WHERE status = ''FAILED''', made);
+			/* ATTACH refuses while the default partition holds rows of the
+			 * new one: they move, out of sight of every query meanwhile
+			 * (one planned without the new partition and run with a
+			 * snapshot after the move would miss them). */
+			IF EXISTS (SELECT FROM pqrun.job_done_default WHERE finished_at >= s AND finished_at < e) THEN
+				LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE;
+			END IF;
+			EXECUTE format('WITH moved AS (DELETE FROM pqrun.job_done_default WHERE finished_at >= $1 AND finished_at < $2'
+			               ' RETURNING %s) INSERT INTO pqrun.%I (%s) SELECT %s FROM moved', cols, made, cols, cols) USING s, e;
+			EXECUTE format('ALTER TABLE pqrun.job_done ATTACH PARTITION pqrun.%I FOR VALUES FROM (%L) TO (%L)', made, s, e);
+		EXCEPTION
+			WHEN lock_not_available THEN waited := true;
+			WHEN OTHERS THEN RAISE WARNING 'pqrun: partition pqrun.% of pqrun.job_done not made: %', made, SQLERRM;
+		END;
+	END LOOP;
+
+	FOR dropped IN SELECT p.part FROM pqrun._history_partitions() AS p WHERE p.hi <= drop_before LOOP
+		EXIT WHEN waited;
+		BEGIN
+			/* No purge or retry may change what is counted before it goes. */
+			EXECUTE format('LOCK TABLE %s IN SHARE MODE', dropped.part);
+			EXECUTE format('SELECT jsonb_agg(g) FROM (SELECT queue, job_type, status::text AS status, count(*) AS jobs'
+			               '  FROM %s WHERE status <> ''FAILED'' OR $1 IS NULL OR finished_at < $1 GROUP BY 1, 2, 3) AS g',
+			               dropped.part) INTO counted USING keep_failed_from;
+			EXECUTE format('DELETE FROM pqrun.attempt_log a USING %s d WHERE a.job_id = d.id'
+			               '   AND (d.status <> ''FAILED'' OR $1 IS NULL OR d.finished_at < $1)', dropped.part) USING keep_failed_from;
+			/* The one moment finishes wait: from here to the round's commit,
+			 * with the FAILED jobs kept being copied. */
+			LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE;
+			EXECUTE format('ALTER TABLE pqrun.job_done DETACH PARTITION %s', dropped.part);
+			IF keep_failed_from IS NOT NULL THEN
+				EXECUTE format('INSERT INTO pqrun.job_done_default (%s) SELECT %s FROM %s'
+				               ' WHERE status = ''FAILED'' AND finished_at >= $1', cols, cols, dropped.part) USING keep_failed_from;
+			END IF;
+			EXECUTE format('DROP TABLE %s', dropped.part);
+			RETURN QUERY SELECT g.queue, g.job_type, g.status, g.jobs
+			               FROM jsonb_to_recordset(coalesce(counted, '[]')) AS g(queue text, job_type text, status text, jobs bigint);
+		EXCEPTION
+			WHEN lock_not_available THEN waited := true;
+			/* Another round dropped it first. */
+			WHEN undefined_table OR invalid_table_definition THEN NULL;
+			WHEN OTHERS THEN RAISE WARNING 'pqrun: partition % of pqrun.job_done not dropped: %', dropped.part, SQLERRM;
+		END;
+	END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION pqrun._history_round(timestamptz, interval, int, timestamptz, timestamptz) FROM PUBLIC;
 
 /* ---- Periodic schedules ---- */
 

@@ -15,6 +15,8 @@ bool pqrun_orphan_rescue = true;
 char *pqrun_backoff = nullptr;
 char *pqrun_cron_timezone = nullptr;
 int pqrun_retention = 7 * 24 * 3600;
+int pqrun_failed_retention = -1;
+int pqrun_history_interval = 24 * 3600;
 int pqrun_max_payload_bytes = 1024 * 1024;
 bool pqrun_notify = true;
 bool pqrun_synchronous_pickup = false;
@@ -117,6 +119,14 @@ Define()
 	DefineCustomIntVariable(
 	    "pqrun.retention", gettext_noop("Finished jobs older than this are deleted (0 keeps them)."), nullptr,
 	    &pqrun_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.failed_retention",
+	                        gettext_noop("FAILED jobs older than this are deleted (0 keeps them, -1 as pqrun.retention)."),
+	                        nullptr, &pqrun_failed_retention, -1, -1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr,
+	                        nullptr);
+	DefineCustomIntVariable("pqrun.history_interval",
+	                        gettext_noop("Time span of each partition of finished jobs the workers make."), nullptr,
+	                        &pqrun_history_interval, 24 * 3600, 60, 366 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+	                        nullptr, nullptr);
 	DefineCustomIntVariable("pqrun.max_payload_bytes", gettext_noop("Largest accepted job payload, in bytes."), nullptr,
 	                        &pqrun_max_payload_bytes, 1024 * 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE, nullptr,
 	                        nullptr, nullptr);

@@ -11,6 +11,8 @@ extern bool pqrun_orphan_rescue;
 extern char *pqrun_backoff;
 extern char *pqrun_cron_timezone;
 extern int pqrun_retention; /* s, 0 = keep */
+extern int pqrun_failed_retention; /* s, 0 = keep, -1 = pqrun_retention */
+extern int pqrun_history_interval; /* s */
 extern int pqrun_max_payload_bytes;
 extern bool pqrun_notify;
 extern bool pqrun_synchronous_pickup;

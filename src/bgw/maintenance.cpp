@@ -77,6 +77,7 @@ spi::Statement kIdsAhead{"ids ahead",
                          0,
                          {}};
 
+/* Retention of an install whose job_done is one table (before 0.12.0). */
 spi::Statement kRetention{"retention",
                           "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
                           "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2))"
@@ -86,6 +87,48 @@ spi::Statement kRetention{"retention",
                           2,
                           {INTERVALOID, INT4OID}};
 
+/* One round at a time applies retention in a database: two would deadlock
+ * over job_done's partitions. run_maintenance() waits for its turn (its
+ * caller may count on the partitions it makes); the worker, which holds the
+ * rows its round locked meanwhile, never waits: a transaction that called
+ * run_maintenance() and then waits for one of those rows would deadlock
+ * with it. It skips retention for that round instead. */
+spi::Statement kRetentionTurn{"retention turn", "SELECT true FROM pg_catalog.pg_advisory_xact_lock(1886483058, 1)", 0,
+                              {}};
+spi::Statement kRetentionTurnIfFree{"retention turn if free",
+                                    "SELECT pg_catalog.pg_try_advisory_xact_lock(1886483058, 1)", 0, {}};
+
+/* Partitions made and dropped (pqrun._history_round, pqrun.sql). */
+spi::Statement kHistoryRound{"history round",
+                             "SELECT queue, job_type, status, jobs FROM pqrun._history_round($1, $2, $3, $4, $5)",
+                             5,
+                             {TIMESTAMPTZOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
+
+/* Retention of what job_done_default holds (jobs finished before their
+ * partition was made) but its FAILED jobs, in finish order. */
+spi::Statement kRetentionDefault{
+    "retention default",
+    "WITH gone AS (DELETE FROM pqrun.job_done_default WHERE id = ANY (ARRAY("
+    "   SELECT id FROM pqrun.job_done_default WHERE finished_at < pg_catalog.now() - $1 AND status <> 'FAILED'"
+    "    ORDER BY finished_at LIMIT $2))"
+    "   RETURNING id, queue, job_type, status),"
+    " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+    " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
+    2,
+    {INTERVALOID, INT4OID}};
+
+/* Retention of FAILED jobs, in every partition (by its index of them). */
+spi::Statement kRetentionFailed{
+    "retention failed",
+    "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
+    "   SELECT id FROM pqrun.job_done WHERE status = 'FAILED' AND finished_at < pg_catalog.now() - $1"
+    "    ORDER BY finished_at LIMIT $2)) AND status = 'FAILED'"
+    "   RETURNING id, queue, job_type, status),"
+    " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+    " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
+    2,
+    {INTERVALOID, INT4OID}};
+
 } // namespace stmts
 
 using namespace spi;
@@ -94,6 +137,68 @@ using namespace queue;
 namespace {
 
 constexpr int kRetentionBatch = 10000;
+
+/* Partitions of job_done made ahead of the one for now. */
+constexpr int kPartitionsAhead = 2;
+
+/* Seconds(s) is an interval of `s` seconds. */
+Interval *
+Seconds(int64 s)
+{
+	auto *interval = static_cast<Interval *>(palloc0(sizeof(Interval)));
+	interval->time = s * USECS_PER_SEC;
+	return interval;
+}
+
+/* ApplyRetention removes the finished jobs that pqrun.retention and
+ * pqrun.failed_retention no longer keep and answers how many: by dropping
+ * the partitions of job_done that ended before (README, "History"), which
+ * it also makes ahead of time, and by DELETE from job_done_default and of
+ * FAILED jobs kept less long than the rest. An install from before 0.12.0
+ * (one job_done table) deletes them all. */
+int64
+ApplyRetention()
+{
+	Oid done = get_relname_relid("job_done", get_namespace_oid("pqrun", false));
+	int64 failed_keep = pqrun_failed_retention < 0 ? pqrun_retention : pqrun_failed_retention;
+	int64 removed = 0;
+	if (get_rel_relkind(done) != RELKIND_PARTITIONED_TABLE) {
+		if (pqrun_retention > 0) {
+			Datum values[2] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch)};
+			removed = NoteRemoved(Exec(stmts::kRetention, values, nullptr, SPI_OK_SELECT));
+		}
+		return removed;
+	}
+	Exec(compat::InBackgroundWorker() ? stmts::kRetentionTurnIfFree : stmts::kRetentionTurn, nullptr, nullptr, SPI_OK_SELECT);
+	if (!ColBool(0, 1))
+		return 0;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	Datum values[5] = {TimestampTzGetDatum(now), PointerGetDatum(Seconds(pqrun_history_interval)),
+	                   Int32GetDatum(kPartitionsAhead), 0, 0};
+	char nulls[6] = "   nn";
+	if (pqrun_retention > 0) {
+		values[3] = TimestampTzGetDatum(now - pqrun_retention * USECS_PER_SEC);
+		nulls[3] = ' ';
+		if (failed_keep == 0 || failed_keep > pqrun_retention) {
+			values[4] = TimestampTzGetDatum(failed_keep == 0 ? DT_NOBEGIN : now - failed_keep * USECS_PER_SEC);
+			nulls[4] = ' ';
+		}
+	}
+	/* The DELETEs first: once the round has changed partitions, job_done
+	 * stays locked until the commit, and nothing after it may wait for a
+	 * row a session holds while that session waits for job_done. */
+	Datum batch = Int32GetDatum(kRetentionBatch);
+	if (pqrun_retention > 0) {
+		Datum keep[2] = {PointerGetDatum(Seconds(pqrun_retention)), batch};
+		removed += NoteRemoved(Exec(stmts::kRetentionDefault, keep, nullptr, SPI_OK_SELECT));
+	}
+	if (failed_keep > 0) {
+		Datum keep[2] = {PointerGetDatum(Seconds(failed_keep)), batch};
+		removed += NoteRemoved(Exec(stmts::kRetentionFailed, keep, nullptr, SPI_OK_SELECT));
+	}
+	removed += NoteRemoved(Exec(stmts::kHistoryRound, values, nulls, SPI_OK_SELECT));
+	return removed;
+}
 
 /* HolderAlive answers whether the session that holds a running job, the
  * backend with process id `pid` that started at `started` (NULL for claims
@@ -194,12 +299,8 @@ Run()
 	 * (a manual UPDATE, say) is found within a round. */
 	if (Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
 		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
-	if (pqrun_retention > 0) {
-		Interval keep{};
-		keep.time = static_cast<int64>(pqrun_retention) * USECS_PER_SEC;
-		Datum values[2] = {PointerGetDatum(&keep), Int32GetDatum(kRetentionBatch)};
-		counts.purged = NoteRemoved(Exec(stmts::kRetention, values, nullptr, SPI_OK_SELECT));
-	}
+	/* Last: a partition dropped keeps job_done locked until the commit. */
+	counts.purged = ApplyRetention();
 	return counts;
 }
 

@@ -86,7 +86,6 @@ OverrideSessionDefaults()
 		{"default_transaction_read_only", "off"},
 		{"default_transaction_isolation", "read committed"},
 		{"statement_timeout", "0"},
-		{"lock_timeout", "0"},
 		{"idle_in_transaction_session_timeout", "0"},
 #if PQRUN_HAVE_TRANSACTION_TIMEOUT
 		{"transaction_timeout", "0"},
@@ -94,6 +93,11 @@ OverrideSessionDefaults()
 	};
 	for (const auto &setting : kSettings)
 		SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+	/* A session's value, not an override: the history round's DDL waits
+	 * 100 ms at most by the SET clause of pqrun._history_round, which an
+	 * override would void (a worker waiting for job_done while a session
+	 * waits for the rows the round has locked is a deadlock). */
+	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION);
 }
 
 enum class Round { kDone, kNoExtension };

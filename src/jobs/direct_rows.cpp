@@ -11,16 +11,26 @@ namespace {
 bool preparing = false;
 
 /* The verdict on the tables themselves (Plain, HasColumnsOf) for the last
- * pair asked about, kept until a relcache invalidation of either: every
- * change it depends on (a column, its type, a trigger, a rule, row security,
- * a publication) invalidates the table's relcache entry. */
+ * pair asked about, and on the last partition of job_done a finish wrote,
+ * kept until a relcache invalidation of any of them: every change it
+ * depends on (a column, its type, a trigger, a rule, row security, a
+ * publication, a partition attached or detached) invalidates the table's
+ * relcache entry. */
 struct Verdict {
 	Oid live;
 	Oid done;
 	bool allowed;
 };
 Verdict verdict{InvalidOid, InvalidOid, false};
+Verdict leaf_verdict{InvalidOid, InvalidOid, false}; /* done: the partition */
 uint64 invalidations = 0; /* a verdict reached across one is not kept */
+
+/* JobStatusType answers the oid of type job_status in `namespace_id`. */
+Oid
+JobStatusType(Oid namespace_id)
+{
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"), ObjectIdGetDatum(namespace_id));
+}
 
 /* HasColumnsOf answers whether `rel` has exactly the columns of `table`
  * in job_row.hpp (those an update added may be missing), each of its type
@@ -47,23 +57,92 @@ HasColumnsOf(Relation rel, job_row::Table table, Oid job_status)
 	return found == required;
 }
 
+/* PartitionedByFinish answers whether `rel` is partitioned by range of its
+ * finished_at column alone, in timestamptz's own order: the partitioning
+ * FinishPartition knows how to follow (job_done since 0.12.0). */
+bool
+PartitionedByFinish(Relation rel)
+{
+	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		return false;
+	PartitionKey key = RelationGetPartitionKey(rel);
+	return key->strategy == PARTITION_STRATEGY_RANGE && key->partnatts == 1 &&
+	       key->partattrs[0] == FindAttNum(rel, "finished_at") && key->parttypid[0] == TIMESTAMPTZOID &&
+	       key->partsupfunc[0].fn_oid == F_TIMESTAMPTZ_CMP;
+}
+
 /* Plain answers whether `rel` is a heap table with nothing only the
  * executor honours: triggers (also foreign keys), rules, row security,
- * generated columns, partitions, publications. The relcache's trigger and
- * rule sets, not relhastriggers and relhasrules, which stay set after the
- * last one is dropped. */
+ * generated columns, publications. `kind` says where it may stand in a
+ * partitioning: job_live in none; job_done may be partitioned by finish
+ * time (0.12.0) and then each of its partitions, a heap table, is asked
+ * about as well. The relcache's trigger and rule sets, not relhastriggers
+ * and relhasrules, which stay set after the last one is dropped. */
+enum class Kind { kAlone, kDone, kDonePartition };
+
 bool
-Plain(Relation rel)
+Plain(Relation rel, Kind kind)
 {
-	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
-	    rel->rd_rel->relispartition || rel->trigdesc != nullptr ||
-	    (rel->rd_rules != nullptr && rel->rd_rules->numLocks > 0) || rel->rd_rel->relrowsecurity ||
-	    rel->rd_rel->relforcerowsecurity || (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored))
+	bool shape = kind == Kind::kDone && PartitionedByFinish(rel)
+	                 ? true
+	                 : rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+	                       rel->rd_rel->relispartition == (kind == Kind::kDonePartition);
+	if (!shape || rel->trigdesc != nullptr || (rel->rd_rules != nullptr && rel->rd_rules->numLocks > 0) ||
+	    rel->rd_rel->relrowsecurity || rel->rd_rel->relforcerowsecurity ||
+	    (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored))
 		return false;
 	PublicationDesc publications;
 	RelationBuildPublicationDesc(rel, &publications);
 	return !publications.pubactions.pubinsert && !publications.pubactions.pubupdate &&
 	       !publications.pubactions.pubdelete && !publications.pubactions.pubtruncate;
+}
+
+/* FinishPartition answers the partition of `done` (PartitionedByFinish)
+ * that a row finished now, at the transaction's start as every finish
+ * writes it, goes to: the executor's routing (get_partition_for_tuple) for
+ * one range key. InvalidOid, for the SQL path, when that is the default
+ * partition (the executor checks its constraint again there: a partition
+ * attached concurrently, which our lock on `done` does not hold off, may
+ * have taken the row's time), when there is none (the executor's error)
+ * and when a partition is being detached concurrently. A partition by
+ * range cannot change under our lock: detaching or dropping it needs an
+ * exclusive lock on `done`, and no partition attached meanwhile can
+ * overlap it. */
+Oid
+FinishPartition(Relation done)
+{
+	PartitionKey key = RelationGetPartitionKey(done);
+	PartitionDesc desc = RelationGetPartitionDesc(done, true);
+	PartitionBoundInfo bounds = desc->boundinfo;
+	if (bounds == nullptr || desc->detached_exist || bounds->ndatums == 0)
+		return InvalidOid;
+	Datum now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	bool equal;
+	int offset = partition_range_datum_bsearch(key->partsupfunc, key->partcollation, bounds, 1, &now, &equal);
+	int index = bounds->indexes[offset + 1];
+	return index >= 0 ? desc->oids[index] : InvalidOid;
+}
+
+/* OpenFinishPartition replaces job_done in `tables` by the partition a
+ * finish now writes to, open with `lockmode`, when Plain and
+ * HasColumnsOf allow it; answers false otherwise. */
+bool
+OpenFinishPartition(Tables *tables, LOCKMODE lockmode, Oid namespace_id)
+{
+	Oid done_id = RelationGetRelid(tables->done);
+	Oid leaf_id = FinishPartition(tables->done);
+	if (!OidIsValid(leaf_id))
+		return false;
+	Relation leaf = table_open(leaf_id, lockmode);
+	tables->root = tables->done;
+	tables->done = leaf;
+	if (leaf_verdict.live == done_id && leaf_verdict.done == leaf_id)
+		return leaf_verdict.allowed;
+	uint64 seen = invalidations;
+	bool allowed = Plain(leaf, Kind::kDonePartition) && HasColumnsOf(leaf, job_row::kDone, JobStatusType(namespace_id));
+	if (seen == invalidations)
+		leaf_verdict = Verdict{done_id, leaf_id, allowed};
+	return allowed;
 }
 
 } // namespace
@@ -74,6 +153,8 @@ OnRelcacheInvalidation(Oid relid)
 	invalidations++;
 	if (relid == InvalidOid || relid == verdict.live || relid == verdict.done)
 		verdict = Verdict{InvalidOid, InvalidOid, false};
+	if (relid == InvalidOid || relid == leaf_verdict.live || relid == leaf_verdict.done)
+		leaf_verdict = Verdict{InvalidOid, InvalidOid, false};
 }
 
 void
@@ -81,9 +162,11 @@ Tables::Close()
 {
 	if (done)
 		table_close(done, NoLock);
+	if (root)
+		table_close(root, NoLock);
 	if (live)
 		table_close(live, NoLock);
-	done = live = nullptr;
+	done = root = live = nullptr;
 }
 
 bool
@@ -106,15 +189,16 @@ OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 	if (verdict.live != live_id || verdict.done != done_id) {
 		if (tables->done == nullptr)
 			tables->done = table_open(done_id, lockmode);
-		Oid job_status = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("job_status"),
-		                                 ObjectIdGetDatum(namespace_id));
 		uint64 seen = invalidations;
-		allowed = OidIsValid(job_status) && Plain(tables->live) && Plain(tables->done) &&
+		Oid job_status = JobStatusType(namespace_id);
+		allowed = OidIsValid(job_status) && Plain(tables->live, Kind::kAlone) && Plain(tables->done, Kind::kDone) &&
 		          HasColumnsOf(tables->live, job_row::kLive, job_status) &&
 		          HasColumnsOf(tables->done, job_row::kDone, job_status);
 		if (seen == invalidations)
 			verdict = Verdict{live_id, done_id, allowed};
 	}
+	if (allowed && with_done && tables->done->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+		allowed = OpenFinishPartition(tables, lockmode, namespace_id);
 	if (!allowed) {
 		tables->Close();
 		return false;

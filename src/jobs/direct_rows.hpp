@@ -17,7 +17,8 @@ namespace pqrun::direct_rows {
  * executor. */
 struct Tables {
 	Relation live = nullptr;
-	Relation done = nullptr;
+	Relation done = nullptr; /* the partition a finish writes to, when partitioned */
+	Relation root = nullptr; /* job_done itself then */
 
 	void Close();
 };
@@ -34,7 +35,11 @@ struct Tables {
  *  - no loaded module checks every statement's tables
  *    (ExecutorCheckPerms_hook: pgaudit's audit log, sepgsql);
  *  - both tables are plain heap tables (no partitions, other access
- *    methods, triggers, rules, row security or publications);
+ *    methods, triggers, rules, row security or publications), but for
+ *    job_done's partitioning by finish time (0.12.0): a finish then writes
+ *    to the partition by range the executor's routing would choose (never
+ *    the default one), which must be such a table itself (with_done:
+ *    `tables->done` is that partition and `tables->root` job_done);
  *  - both have exactly pqrun's columns, by name and type (so no column an
  *    operator added, none whose type was changed or is a domain over it).
  * CHECK and NOT NULL constraints, defaults and unique indexes the direct

@@ -136,6 +136,18 @@ MyProcIndex()
 #endif
 }
 
+/* Whether this process is a background worker: PG17 replaced the
+ * IsBackgroundWorker flag by the backend type. */
+inline bool
+InBackgroundWorker()
+{
+#if PG_VERSION_NUM >= 170000
+	return AmBackgroundWorkerProcess();
+#else
+	return IsBackgroundWorker;
+#endif
+}
+
 /* The wait event a pqrun sleep shows in pg_stat_activity: PG17 lets an
  * extension name its own (wait_event_type "Extension", wait_event NAME),
  * registered once per cluster and looked up once per process; before, all

@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(226);
+SELECT plan(231);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -45,6 +45,18 @@ SELECT unnest(ARRAY[has_column('pqrun', 'job_attempts', c, format('pqrun.job_att
   FROM (VALUES ('job_id', 'bigint'), ('attempt', 'integer'), ('worker_id', 'text'),
                ('started_at', 'timestamp with time zone'), ('finished_at', 'timestamp with time zone'),
                ('outcome', 'text'), ('error', 'text')) AS cols(c, t);
+
+-- ---- history: job_done partitioned by finish time (0.12.0) -------------------
+SELECT is((SELECT relkind::text FROM pg_class WHERE oid = 'pqrun.job_done'::regclass), 'p',
+	'pqrun.job_done is partitioned');
+SELECT is(pg_get_partkeydef('pqrun.job_done'::regclass), 'RANGE (finished_at)', 'by range of finished_at');
+SELECT is((SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE oid = 'pqrun.job_done_default'::regclass),
+	'DEFAULT', 'pqrun.job_done_default is its default partition');
+SELECT is((SELECT count(*)::int FROM pg_index WHERE indrelid = 'pqrun.job_done'::regclass), 0,
+	'job_done has no index of its own (each partition has its own)');
+SELECT ok(NOT has_function_privilege('public',
+	'pqrun._history_round(timestamptz, interval, int, timestamptz, timestamptz)', 'EXECUTE'),
+	'only the owner may make and drop partitions');
 
 -- ---- pqrun.periodic ----------------------------------------------------------
 SELECT has_relation('pqrun', 'periodic', 'pqrun.periodic exists');

@@ -92,6 +92,10 @@ path_calls=("SELECT pqrun.enqueue('path1');"
 # allowed: a version difference that made the decision refuse them would
 # leave the tests passing on the SQL paths alone.
 echo "-- the direct paths run where they are allowed, the SQL paths where not"
+# A finish goes below the executor into job_done's partition by time for
+# now, which the workers make once job_done holds a job (0.12.0).
+q -c "SELECT pqrun.enqueue('first')" -c "SELECT pqrun.mark_done(id) FROM pqrun.pickup('w', ARRAY['first'])" \
+	-c "SELECT pqrun.run_maintenance()" >/dev/null
 assert "enqueue, enqueue_batch, pickup, mark_done, mark_done_batch: no SQL write" [ -z "$(writes "${path_calls[@]}")" ]
 check "... and the jobs are DONE" 3 "SELECT count(*) FROM pqrun.job_done WHERE job_type IN ('path1', 'path2') AND status = 'DONE'"
 q -c "CREATE FUNCTION public.dd_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'" \
@@ -102,6 +106,36 @@ assert "with row triggers, all of them through SQL [$got]" \
 	[ "$got" = "Delete on job_live Insert on job_done Insert on job_live LockRows Update on job_live" ]
 check "... and the jobs are DONE" 6 "SELECT count(*) FROM pqrun.job_done WHERE job_type IN ('path1', 'path2') AND status = 'DONE'"
 q -c "DROP TRIGGER dd_noop ON pqrun.job_live" -c "DROP TRIGGER dd_noop ON pqrun.job_done" -c "DROP FUNCTION public.dd_noop()"
+
+echo "-- job_done's partitions by finish time (0.12.0): a finish writes to the one for now"
+part_calls=("SELECT pqrun.enqueue('part');" "SELECT id FROM pqrun.pickup('w', ARRAY['part']) \\gset" "SELECT pqrun.mark_done(:id);")
+q -c "SELECT pqrun.run_maintenance()" >/dev/null # job_done holds jobs: its partitions are made
+assert "mark_done into a partition: no SQL write" [ -z "$(writes "${part_calls[@]}")" ]
+leaf=$(q -c "SELECT tableoid::regclass FROM pqrun.job_done WHERE job_type = 'part'")
+check "... into the partition for now, made by the round" t \
+	"SELECT '$leaf' ~ '^pqrun\.job_done_[0-9]{8}_[0-9]{6}$' AND '$leaf'::regclass IN (SELECT relid FROM pg_partition_tree('pqrun.job_done'))"
+q -c "CREATE FUNCTION public.dd_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'" \
+	-c "CREATE TRIGGER dd_noop BEFORE INSERT ON $leaf FOR EACH ROW EXECUTE FUNCTION public.dd_noop()" >/dev/null
+got=$(writes "${part_calls[@]}")
+assert "with a row trigger on that partition only, the finish through SQL [$got]" \
+	[ "$got" = "Delete on job_live Insert on job_done" ]
+q -c "DROP TRIGGER dd_noop ON $leaf" -c "DROP FUNCTION public.dd_noop()" \
+	-c "ALTER TABLE $leaf ADD CONSTRAINT dd_refuse CHECK (job_type <> 'refused')" >/dev/null
+assert "a CHECK constraint of the partition alone is enforced below the executor (23514)" [ "$(sqlstate \
+	"SELECT pqrun.enqueue('refused')" "SELECT id FROM pqrun.pickup('w', ARRAY['refused']) \gset" "SELECT pqrun.mark_done(:id)")" = 23514 ]
+check "... and the job is still RUNNING" RUNNING "SELECT status FROM pqrun.jobs WHERE job_type = 'refused'"
+# (Cancelled: orphan rescue may have put it back since its session ended.)
+q -c "ALTER TABLE $leaf DROP CONSTRAINT dd_refuse" -c "SELECT pqrun.cancel(id) FROM pqrun.jobs WHERE job_type = 'refused'" >/dev/null
+# Detached, the partition keeps its name, so the workers cannot make it
+# again until it is dropped: finishes go to job_done_default meanwhile.
+q -c "ALTER TABLE pqrun.job_done DETACH PARTITION $leaf" >/dev/null
+got=$(writes "${part_calls[@]}")
+assert "into job_done_default through SQL (the executor checks its constraint again) [$got]" \
+	[ "$got" = "Delete on job_live Insert on job_done" ]
+q -c "DROP TABLE $leaf" -c "SELECT pqrun.run_maintenance()" >/dev/null
+check "the next round makes the partition again and moves the jobs there" "0 $leaf" \
+	"SELECT (SELECT count(*) FROM pqrun.job_done_default) || ' ' || string_agg(DISTINCT tableoid::regclass::text, ',')
+	   FROM pqrun.job_done WHERE job_type = 'part'"
 
 echo "-- added columns of different types in job_live and job_done: no crash, job_done's own default"
 q -c "ALTER TABLE pqrun.job_live ADD COLUMN tenant bigint DEFAULT 42" -c "ALTER TABLE pqrun.job_done ADD COLUMN tenant text"

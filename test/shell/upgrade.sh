@@ -49,6 +49,14 @@ trap cleanup EXIT
 catalog() {
 	q <<'SQL'
 WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'pqrun'),
+-- job_done's partitions by time are data, made by the workers (and the
+-- update's partition of the jobs finished before it), not the extension's.
+data_parts AS (
+	SELECT inhrelid AS oid FROM pg_inherits
+	 WHERE inhparent = 'pqrun.job_done'::regclass AND inhrelid <> 'pqrun.job_done_default'::regclass
+	UNION ALL
+	SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT inhrelid FROM pg_inherits
+	 WHERE inhparent = 'pqrun.job_done'::regclass AND inhrelid <> 'pqrun.job_done_default'::regclass)),
 members AS (
 	SELECT pg_describe_object(classid, objid, objsubid) AS fact FROM pg_depend, ext
 	 WHERE refclassid = 'pg_extension'::regclass AND refobjid = ext.oid AND deptype = 'e'),
@@ -62,17 +70,18 @@ columns AS (
 	              format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid))
 	  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 	  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-	 WHERE c.relnamespace = 'pqrun'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped),
+	 WHERE c.relnamespace = 'pqrun'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+	   AND c.oid NOT IN (SELECT oid FROM data_parts)),
 relations AS (
 	SELECT format('%s kind=%s acl=%s options=%s view=%s', c.oid::regclass, c.relkind, c.relacl, c.reloptions,
 	              CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) END)
-	  FROM pg_class c WHERE c.relnamespace = 'pqrun'::regnamespace),
+	  FROM pg_class c WHERE c.relnamespace = 'pqrun'::regnamespace AND c.oid NOT IN (SELECT oid FROM data_parts)),
 indexes AS (
 	SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
-	 WHERE c.relnamespace = 'pqrun'::regnamespace),
+	 WHERE c.relnamespace = 'pqrun'::regnamespace AND c.oid NOT IN (SELECT oid FROM data_parts)),
 constraints AS (
 	SELECT format('%s %s %s', conrelid::regclass, conname, pg_get_constraintdef(oid)) FROM pg_constraint
-	 WHERE connamespace = 'pqrun'::regnamespace),
+	 WHERE connamespace = 'pqrun'::regnamespace AND conrelid NOT IN (SELECT oid FROM data_parts)),
 types AS (
 	SELECT format('%s %s', enumtypid::regtype, string_agg(enumlabel, ',' ORDER BY enumsortorder)) FROM pg_enum
 	 WHERE enumtypid::regtype::text LIKE 'pqrun.%' GROUP BY enumtypid),
@@ -161,6 +170,8 @@ for from in $released; do
 		 SELECT concat_ws(' ', concurrency_key, rate_weight) FROM pqrun.jobs WHERE job_type = 'keyed'"
 	kill "$holder_pid" 2>/dev/null
 	holder_pid=
+	# Each database keeps a background worker: one at a time.
+	psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" >/dev/null
 done
 
 # A session that prepared its statements before the update uses the new
@@ -176,6 +187,37 @@ answer=$(q -c "DO \$\$BEGIN PERFORM pqrun.pickup('w'); PERFORM pqrun.heartbeat(1
 	-c "DO \$\$BEGIN PERFORM pqrun.heartbeat(1); END\$\$" \
 	-c "SELECT holder_started = pqrun._backend_started() FROM pqrun.job_live WHERE id = 1" 2>&1)
 assert "a session's heartbeat after its ALTER EXTENSION UPDATE records its start ($answer)" [ "$answer" = t ]
+
+# 0.12.0 partitions job_done by finish time: an install of the version
+# before with a million finished jobs keeps every one of them, as the
+# partition of what finished before the update, which retention then drops
+# as a whole; finishes after the update go to the new partitions.
+db=pqrun_upgrade_million_$$
+echo "== $newest -> $current with 1,000,000 finished jobs ($db)"
+createdb "$db" || exit 1
+install_version "$newest" >/dev/null || exit 1
+q -c "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, run_after, finished_at, created_at,
+                                  updated_at, queue, job_type, payload, outcome)
+      SELECT g, CASE WHEN g % 10 = 0 THEN 'FAILED' ELSE 'DONE' END::pqrun.job_status, 0, 1, 5, now(),
+             now() - g * interval '1 ms', now() - interval '1 day', now(), 'q', 'million', jsonb_build_object('n', g), 'done'
+        FROM generate_series(1, 1000000) AS g" \
+	-c "SELECT setval('pqrun.job_id_seq', 1000000)" -c "SELECT pqrun.enqueue('after')" >/dev/null || exit 1
+fingerprint="SELECT count(*) || ' ' || sum(hashtext(to_jsonb(t)::text)) FROM pqrun.job_done t"
+before=$(q -c "$fingerprint")
+started=$(date +%s%N)
+q -c "ALTER EXTENSION pqrun UPDATE" || violations=$((violations + 1))
+echo "     (the update took $((($(date +%s%N) - started) / 1000000)) ms)"
+check "every finished job is there, unchanged" "$before" "$fingerprint"
+check "in the partition of what finished before the update" 1000000 "SELECT count(*) FROM pqrun.job_done_before_0_12"
+check "found by id" FAILED "SELECT status FROM pqrun.jobs WHERE id = 999990"
+q -c "SELECT pqrun.mark_done((SELECT id FROM pqrun.pickup('w')))" >/dev/null || violations=$((violations + 1))
+check "a finish after the update goes to a new partition" t \
+	"SELECT tableoid <> 'pqrun.job_done_before_0_12'::regclass FROM pqrun.job_done WHERE job_type = 'after'"
+# (Called again when a worker's round held job_done past the drop's lock_timeout.)
+assert "retention drops the old partition as a whole" wait_for 20 "1000000 true" \
+	"SELECT sum(jobs) || ' ' || (to_regclass('pqrun.job_done_before_0_12') IS NULL)
+	   FROM pqrun._history_round(now(), '1 day', 0, now(), NULL)"
+check "and only it" "1 after" "SELECT count(*) || ' ' || min(job_type) FROM pqrun.job_done"
 
 echo "$violations violation(s)"
 rm -f "/tmp/pqrun-upgrade-fresh-$$.txt"

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# test/shell/history.sh — pqrun.job_done partitioned by finish time (0.12.0,
+# README "History"): the maintenance round makes the partitions ahead of
+# time, moves what the default partition holds of their time, and applies
+# retention by dropping whole partitions, keeping FAILED jobs longer when
+# pqrun.failed_retention says so.
+#
+#   1. A new install: the first finishes go to job_done_default; a round
+#      makes the partitions of now and the two intervals after, and moves
+#      them there.
+#   2. Retention by dropping (pqrun._history_round, as a round some days
+#      later calls it): the DONE and CANCELLED jobs of a partition that
+#      ended go with it, counted out of queue_stats, with their retries in
+#      attempt_log; its FAILED jobs stay in job_done_default when they are
+#      kept longer; nothing is deleted from a partition.
+#   3. The settings as the workers read them: pqrun.retention deletes from
+#      job_done_default only, a partition that ended before the retention
+#      is dropped, pqrun.failed_retention deletes FAILED jobs.
+#      A round that waits for a lock in vain stops there, the worker's
+#      as well.
+#   4. The first partition made under load (reproduces the failure of
+#      flow_control.sh and keys.sh on the first version: a finish routed to
+#      the default partition before a round attached the partition for its
+#      time met the default's new constraint, 23514): 4 clients finish jobs
+#      from the start of a new install while 2 sessions run maintenance
+#      rounds besides the worker's (two rounds at once also deadlocked over
+#      the partitions): no client error, every job DONE once, none left in
+#      the default partition.
+#
+# Runs against the already running test server (test/run.sh exports PGHOST,
+# PGPORT, PGUSER) in a database of its own; part 3 changes the server's
+# pqrun.retention, pqrun.failed_retention and pqrun.history_interval and
+# resets them on exit.
+set -uo pipefail
+
+export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+db=pqrun_history_$$
+work=$(mktemp -d /tmp/pqrun-history.XXXXXX)
+
+source "$(dirname "$0")/../lib/checks.sh"
+
+reset_settings() {
+	psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.retention" -c "ALTER SYSTEM RESET pqrun.failed_retention" \
+		-c "ALTER SYSTEM RESET pqrun.history_interval" -c "SELECT pg_reload_conf()" >/dev/null
+}
+cleanup() {
+	reset_settings
+	psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+partitions="SELECT count(*) FROM pqrun._history_partitions()"
+finished() { # finished N JOB_TYPE STATUS: N jobs of JOB_TYPE finished as STATUS now
+	q -c "SELECT count(pqrun.enqueue('$2', max_attempts => 1)) FROM generate_series(1, $1)" \
+		-c "SELECT count(CASE '$3' WHEN 'DONE' THEN pqrun.mark_done(id)::text
+		                          WHEN 'FAILED' THEN pqrun.mark_error(id, 'no')::text
+		                          ELSE pqrun.cancel(id)::text END)
+		      FROM pqrun.pickup('w', job_types => ARRAY['$2'], batch_size => $1)" >/dev/null
+}
+
+echo "-- 1. a new install"
+createdb "$db" || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || exit 1
+# The worker makes none while there is no job (a restore makes its own first).
+sleep 1.5
+check "no partition while there is no job" 0 "$partitions"
+q -c "SELECT pqrun.enqueue('first')" -c "SELECT pqrun.mark_done(id) FROM pqrun.pickup('w')" >/dev/null
+q -c "SELECT pqrun.run_maintenance()" >/dev/null
+check "a round makes the partitions of now and the next two days" 3 "$partitions"
+check "and moves the first job into today's" "0 true" \
+	"SELECT (SELECT count(*) FROM pqrun.job_done_default) || ' ' ||
+	        (SELECT tableoid::regclass::text = 'pqrun.job_done_' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD') || '_000000'
+	           FROM pqrun.job_done WHERE job_type = 'first')"
+# The round's DDL waits 100 ms for a lock, the session that called it as
+# long as it did before (the first version left the session's lock_timeout
+# at 100 ms to its end: an override, saved as its default).
+after=$(q -c "SELECT pqrun.run_maintenance()" -c "SHOW lock_timeout" | tail -n 1)
+assert "the next round makes none again, and leaves the session's lock_timeout as it was ($after)" \
+	[ "$after" = 0 -a "$(q -c "$partitions")" = 3 ]
+
+echo "-- 2. retention by dropping"
+finished 5 d DONE
+finished 3 f FAILED
+finished 2 c CANCELLED
+q -c "SELECT pqrun.enqueue('r', max_attempts => 2)" -c "SELECT pqrun.mark_error(id, 'again', false, NULL, '0') FROM pqrun.pickup('w', ARRAY['r'])" \
+	-c "SELECT pqrun.mark_done(id) FROM pqrun.pickup('w', ARRAY['r'])" >/dev/null
+check "a retried job's first attempt is in attempt_log" 1 "SELECT count(*) FROM pqrun.attempt_log"
+check "queue_stats before" "7 3 2" "SELECT sum(done) || ' ' || sum(failed) || ' ' || sum(cancelled) FROM pqrun.queue_stats"
+# A round eight days on, with a 7-day retention, FAILED jobs kept 30 days
+# (called again when a worker's round held job_done past its lock_timeout).
+assert "today's partition goes with its DONE and CANCELLED jobs" wait_for 20 "default c 2, default d 5, default first 1, default r 1" \
+	"SELECT string_agg(queue || ' ' || job_type || ' ' || jobs, ', ' ORDER BY status, job_type)
+	   FROM pqrun._history_round(now() + interval '8 days', '1 day', 2,
+	                             now() + interval '1 day', now() + interval '8 days' - interval '30 days')"
+# In job_done_default, or back in a partition of today when the worker's
+# round (at the real time) has made it again meanwhile.
+check "its FAILED jobs stay" "3 f" \
+	"SELECT count(*) || ' ' || min(job_type) FROM pqrun.job_done WHERE status = 'FAILED'"
+check "nothing else is left" 3 "SELECT count(*) FROM pqrun.job_done"
+check "the retries of the jobs that went, too" 0 "SELECT count(*) FROM pqrun.attempt_log"
+check "five partitions, all ahead (those of tomorrow and after, those of the round's day and after)" 5 \
+	"SELECT count(*) FROM pqrun._history_partitions() AS p WHERE p.lo > now()"
+echo "-- 3. the settings as the workers read them"
+# job_done_default holds jobs of times no partition covers (a restore, say).
+q -c "INSERT INTO pqrun.job_done_default (id, status, priority, attempts, max_attempts, run_after, finished_at,
+                                          created_at, updated_at, queue, job_type, payload)
+      SELECT -g, CASE WHEN g % 2 = 0 THEN 'DONE' ELSE 'FAILED' END::pqrun.job_status, 0, 1, 1, now(),
+             now() - interval '60 days', now(), now(), 'old', 'old', '{}' FROM generate_series(1, 10) AS g" >/dev/null
+psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.retention = '5min'" -c "ALTER SYSTEM SET pqrun.failed_retention = '90d'" \
+	-c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+q -c "SELECT pqrun.run_maintenance()" >/dev/null
+check "pqrun.retention deletes what job_done_default holds past it, but FAILED jobs kept longer" "5 FAILED" \
+	"SELECT count(*) || ' ' || min(status::text) FROM pqrun.job_done WHERE job_type = 'old'"
+psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.failed_retention = '5min'" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+q -c "SELECT pqrun.run_maintenance()" >/dev/null
+check "pqrun.failed_retention deletes FAILED jobs past it" 0 "SELECT count(*) FROM pqrun.job_done WHERE job_type = 'old'"
+# A partition of 30 days ago (made as a round then would have) with jobs
+# ended more than the retention ago: the workers' next round drops it.
+q -c "SELECT count(*) FROM pqrun._history_round(now() - interval '30 days', '1 min', 0, NULL, NULL)" \
+	-c "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, run_after, finished_at,
+	                                created_at, updated_at, queue, job_type, payload)
+	    SELECT -100 - g, 'DONE', 0, 1, 1, now(), p.lo + interval '10 s', now(), now(), 'old', 'month', '{}'
+	      FROM generate_series(1, 4) AS g, pqrun._history_partitions() AS p WHERE p.hi < now() - interval '1 day'" >/dev/null
+check "a partition of 30 days ago, with its 4 jobs" "1 4" \
+	"SELECT count(*) || ' ' || (SELECT count(*) FROM pqrun.job_done WHERE job_type = 'month')
+	   FROM pqrun._history_partitions() AS p WHERE p.hi < now() - interval '1 day'"
+assert "the worker drops it, with its jobs" \
+	wait_for 10 "0 0" "SELECT count(*) || ' ' || (SELECT count(*) FROM pqrun.job_done WHERE job_type = 'month')
+	   FROM pqrun._history_partitions() AS p WHERE p.hi < now() - interval '1 day'"
+reset_settings
+# A round that does not get a lock within its lock_timeout stops there
+# (fuzz.sh's long transaction, which reads job_done_default, deadlocked
+# with the first version: the worker's round waited 100 ms for each of
+# three partitions it could not attach, holding job_done against the
+# fuzzer's finish for longer than deadlock_timeout in all). Here 21
+# partitions to make while a session reads job_done_default: 2 s for the
+# first version, one wait now.
+q -c "BEGIN" -c "SELECT count(*) FROM pqrun.job_done_default" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+reader=$!
+sleep 0.5
+started=$(now_ms)
+q -c "SELECT count(*) FROM pqrun._history_round(now() + interval '100 days', '1 day', 20, NULL, NULL)" >/dev/null
+took=$(($(now_ms) - started))
+wait "$reader"
+assert "a round that waits for a lock in vain stops there ($took ms)" [ "$took" -lt 1000 ]
+check "and makes none of its partitions" 0 "SELECT count(*) FROM pqrun._history_partitions() AS p WHERE p.lo > now() + interval '99 days'"
+# The worker's round waits no longer than a session's: its session settings
+# are overrides, which the SET lock_timeout of _history_round must win over.
+# Its rounds have partitions to make while a session that read
+# job_done_default (the lock ATTACH waits for) claims and finishes a job
+# 2.5 s later, which needs job_done in a mode the round holds while it
+# waits: the finish goes through at once, and the worker makes the
+# partitions once the session has committed.
+psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1.5
+q -c "DO \$\$ DECLARE p regclass; BEGIN
+        FOR p IN SELECT part FROM pqrun._history_partitions() LOOP EXECUTE format('DROP TABLE %s', p); END LOOP; END \$\$" \
+	-c "SELECT count(pqrun.enqueue('held')) FROM generate_series(1, 2)" >/dev/null
+q -c "BEGIN" -c "SELECT count(*) FROM pqrun.job_done_default" -c "SELECT count(*) FROM pg_sleep(2.5)" \
+	-c "SELECT count(*) FROM pqrun._history_partitions()" -c "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint" \
+	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w', job_types => ARRAY['held'])" \
+	-c "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint" -c "COMMIT" >"$work/finisher.out" 2>&1 &
+finisher=$!
+sleep 0.5
+psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
+wait "$finisher"
+mapfile -t out <"$work/finisher.out"
+assert "a session's finish beside the worker's rounds, which made no partition meanwhile, goes through [${out[*]}]" \
+	[ "${#out[@]}" = 6 -a "${out[2]:-}" = 0 -a "${out[4]:-}" = 1 ]
+took=$((${out[5]:-0} - ${out[3]:-0}))
+assert "at once ($took ms)" [ "$took" -lt 800 ]
+assert "and the worker makes the partitions after its commit" wait_for 10 t "SELECT count(*) >= 3 FROM pqrun._history_partitions()"
+
+echo "-- 4. the first partition made under load"
+psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" \
+	-c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'load')) FROM generate_series(1, 200000)))" >/dev/null || exit 1
+echo "SELECT pqrun.mark_done(id) FROM pqrun.pickup('w:' || :client_id);" >"$work/finish.sql"
+echo "SELECT pqrun.run_maintenance();" >"$work/round.sql"
+pgbench -n -c 4 -j 2 -T 6 -f "$work/finish.sql" "$db" >"$work/finish.out" 2>&1 &
+finishers=$!
+pgbench -n -c 2 -j 1 -T 6 -f "$work/round.sql" "$db" >"$work/round.out" 2>&1
+wait "$finishers"
+assert "no finishing client failed [$(grep -m1 -iE 'error|abort' "$work/finish.out")]" \
+	bash -c "! grep -qiE 'error|abort' '$work/finish.out'"
+assert "no maintenance round failed [$(grep -m1 -iE 'error|abort' "$work/round.out")]" \
+	bash -c "! grep -qiE 'error|abort' '$work/round.out'"
+check "every job DONE once, none RUNNING" "t" \
+	"SELECT count(*) FILTER (WHERE status = 'DONE') > 0 AND count(*) FILTER (WHERE status = 'RUNNING') = 0
+	        AND count(*) FILTER (WHERE status = 'DONE' AND attempts <> 1) = 0 AND count(*) = 200000 FROM pqrun.jobs"
+check "each job once" 0 "SELECT count(*) - count(DISTINCT id) FROM pqrun.jobs"
+q -c "SELECT pqrun.run_maintenance()" >/dev/null
+check "none left in the default partition" 0 "SELECT count(*) FROM pqrun.job_done_default"
+
+echo "$violations violation(s)"
+[ "$violations" = 0 ]
