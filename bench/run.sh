@@ -17,7 +17,7 @@
 #
 # Usage: bash bench/run.sh            (settings through the environment:)
 #   BENCH_CLIENTS="1 2 4 8"  BENCH_SECONDS=20  BENCH_ROUNDS=2
-#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W5 E1 L1"   (W4, the 5-minute soak, only when listed)
+#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W5 E1 L1"   (W4, the 5-minute soak, and W6, 20 minutes of history retention, only when listed)
 #   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
 #   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
 #   BENCH_PG_MAJOR=18: on that PostgreSQL version, in its Debian root
@@ -46,8 +46,10 @@ source bench/lib/systems.sh
 # ---- settings ------------------------------------------------------------
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	d_clients="1 2" d_seconds=3 d_rounds=1 d_jobs=5000 d_deep=20000 d_soak=30 d_soak_window=10 d_w5_window=1
+	d_w6=60 d_w6_retention=20s
 else
 	d_clients="1 2 4 8" d_seconds=20 d_rounds=2 d_jobs=100000 d_deep=1000000 d_soak=300 d_soak_window=30 d_w5_window=5
+	d_w6=1200 d_w6_retention=2min
 fi
 clients_list=${BENCH_CLIENTS:-$d_clients}
 seconds=${BENCH_SECONDS:-$d_seconds}
@@ -61,6 +63,8 @@ soak_window=${BENCH_SOAK_WINDOW:-$d_soak_window}
 soak_clients=${BENCH_SOAK_CLIENTS:-$(tr ' ' '\n' <<<"$clients_list" | sort -n | tail -n 1)}
 soak_rounds=${BENCH_SOAK_ROUNDS:-1}
 w5_window=${BENCH_W5_WINDOW:-$d_w5_window}
+w6_seconds=${BENCH_W6_SECONDS:-$d_w6}
+w6_retention=${BENCH_W6_RETENTION:-$d_w6_retention}
 l1_rate=${BENCH_L1_RATE:-20}
 fill_chunk=${BENCH_FILL_CHUNK:-10000}
 port=${BENCH_PORT:-55440}
@@ -340,6 +344,47 @@ window_rates() {
 		}' "$1"
 }
 
+# w6_settings RETENTION: pqrun.retention (and a one-minute
+# pqrun.history_interval where there is one, 0.12.0) for W6; "" resets them.
+w6_settings() {
+	local has_interval
+	has_interval=$(q bench_pqrun "SELECT count(*) FROM pg_settings WHERE name = 'pqrun.history_interval'")
+	if [ -n "$1" ]; then
+		q bench_pqrun "ALTER SYSTEM SET pqrun.retention = '$1'" >/dev/null
+		[ "$has_interval" = 1 ] && q bench_pqrun "ALTER SYSTEM SET pqrun.history_interval = '1min'" >/dev/null
+	else
+		q bench_pqrun "ALTER SYSTEM RESET pqrun.retention" >/dev/null
+		[ "$has_interval" = 1 ] && q bench_pqrun "ALTER SYSTEM RESET pqrun.history_interval" >/dev/null
+	fi
+	q bench_pqrun "SELECT pg_reload_conf()" >/dev/null
+}
+
+# start_history_sampler WINDOW FILE: every WINDOW seconds, append "epoch
+# finished history_kB history_dead" to FILE until stop_history_sampler:
+# jobs finished so far (rows deleted from job_live: retention removes them
+# from job_done), and size (heap + indexes) and dead tuples of job_done,
+# all its partitions where it has them.
+history_sample() {
+	echo "$(date +%s.%N) $(q bench_pqrun "SELECT (SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass),
+		(SELECT sum(pg_table_size(relid) + pg_indexes_size(relid)) / 1024 FROM pg_partition_tree('pqrun.job_done') WHERE isleaf)::bigint,
+		(SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relid IN (SELECT relid FROM pg_partition_tree('pqrun.job_done')))" | tr '|' ' ')"
+}
+start_history_sampler() {
+	local window=$1 file=$2
+	(while :; do
+		history_sample >>"$file"
+		sleep "$window"
+	done) &
+	sampler_pid=$!
+}
+stop_history_sampler() {
+	kill "$sampler_pid" 2>/dev/null || true
+	wait "$sampler_pid" 2>/dev/null || true
+	sampler_pid=""
+	sleep 1 # the clients' last counts reach the statistics
+	history_sample >>"$1"
+}
+
 # measure SYSTEM WORKLOAD CLIENTS ROUND: refill, run pgbench, count, check,
 # and append one CSV row.
 measure() {
@@ -361,6 +406,7 @@ measure() {
 	W3) script=${system}_w1.sql kind=drain depth=$deep ;;
 	W2 | W5) script=${system}_w2.sql kind=steady depth=$w2_depth ;;
 	W4) script=${system}_w2.sql kind=steady depth=$w2_depth duration=$soak_seconds ;;
+	W6) script=${system}_w2.sql kind=steady depth=$w2_depth duration=$w6_seconds ;;
 	E1) script=${system}_e1.sql kind=enqueue depth=0 ;;
 	E1single) script=${system}_e1single.sql kind=enqueue depth=0 ;;
 	esac
@@ -390,6 +436,9 @@ measure() {
 	case $workload in
 	W4) start_sampler "$system" "$soak_window" "$logs/$tag.windows" ;;
 	W5) start_sampler "$system" "$w5_window" "$logs/$tag.windows" ;;
+	W6)
+		w6_settings "$w6_retention"
+		start_history_sampler "$soak_window" "$logs/$tag.history" ;;
 	esac
 
 	rm -f "$logs/$tag".log*
@@ -399,6 +448,10 @@ measure() {
 		-f "bench/workloads/$script" "$db" >"$logs/$tag.out" 2>&1 || rc=$?
 
 	case $workload in W4 | W5) stop_sampler "$system" "$logs/$tag.windows" ;; esac
+	if [ "$workload" = W6 ]; then
+		stop_history_sampler "$logs/$tag.history"
+		w6_settings ""
+	fi
 	read -r done1 ready1 total1 last1 <<<"$(counters "$system")"
 	[ "$workload" = W3K ] && ready1=$(ready_beside_hog)
 	if [ "$workload" = W5 ]; then
@@ -415,6 +468,9 @@ measure() {
 	drain | steady) jobs_done=$((done1 - done0)) ;;
 	enqueue) jobs_done=$((total1 - total0)) ;;
 	esac
+	# W6: retention removes finished jobs while it runs; they are counted
+	# as they leave job_live.
+	[ "$workload" = W6 ] && jobs_done=$(awk 'NR == 1 { f = $2 } { l = $2 } END { print l - f }' "$logs/$tag.history")
 	# Did the drain empty the queue before the time was up?
 	if [ "$kind" = drain ] && [ "$ready1" = 0 ] && [ "$jobs_done" -gt 0 ]; then
 		drained=true
@@ -483,6 +539,9 @@ measure() {
 	W4) notes+=("$(window_rates "$logs/$tag.windows" "$soak_window")" "sizes before: $sizes0"
 		"sizes after: $(table_sizes "$system")") ;;
 	W5) notes+=("$(window_rates "$logs/$tag.windows" "$w5_window")" "dead=$dead") ;;
+	W6) notes+=("$(window_rates "$logs/$tag.history" "$soak_window")" "retention=$w6_retention"
+		"history_kB=$(awk '{ printf "%s%s", (NR > 1 ? "/" : ""), $3 }' "$logs/$tag.history")"
+		"history_dead=$(awk '{ printf "%s%s", (NR > 1 ? "/" : ""), $4 }' "$logs/$tag.history")") ;;
 	esac
 	local joined
 	joined=$(printf '%s; ' "${notes[@]}" | sed 's/; $//; s/[",]/ /g')
@@ -539,6 +598,10 @@ for round in $(seq "$rounds"); do
 		W4)
 			[ "$round" -le "$soak_rounds" ] || continue
 			for system in $(systems_for W4); do measure "$system" W4 "$soak_clients" "$round"; done
+			continue ;;
+		W6)
+			[ "$round" -le "$soak_rounds" ] || continue
+			measure pqrun W6 "$soak_clients" "$round"
 			continue ;;
 		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W5 | E1) ;;
 		*) echo "unknown workload $workload" >&2; exit 2 ;;

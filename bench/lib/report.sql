@@ -77,6 +77,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
        count(*) FILTER (WHERE workload = 'W3K') > 0 AS has_w3k,
        count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
+       count(*) FILTER (WHERE workload = 'W6') > 0 AS has_w6,
        count(*) FILTER (WHERE workload = 'W5') > 0 AS has_w5,
        count(*) FILTER (WHERE workload = 'E1') > 0 AS has_e1,
        count(*) FILTER (WHERE workload = 'L1') > 0 AS has_l1,
@@ -88,7 +89,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
 \echo ''
 \echo '| target | measured | verdict |'
 \echo '|---|---|---|'
-WITH c AS (SELECT DISTINCT clients FROM results WHERE workload NOT IN ('W4', 'L1')),
+WITH c AS (SELECT DISTINCT clients FROM results WHERE workload NOT IN ('W4', 'W6', 'L1')),
 t(ord, target, value, pass) AS (
 	SELECT 1, 'W1 ≥ 2× baseline at every client count',
 	       min(r('pqrun', 'W1', clients) / nullif(r('baseline', 'W1', clients), 0)), 2.0 FROM c
@@ -110,6 +111,9 @@ t(ord, target, value, pass) AS (
 	UNION ALL
 	SELECT 7, 'W4 no 30 s window below 90% of the first',
 	       (SELECT min(note(notes, 'min/first')::numeric) FROM results WHERE system = 'pqrun' AND workload = 'W4'), 0.90
+	UNION ALL
+	SELECT 7, 'W6 (short retention) no window below 90% of the first',
+	       (SELECT min(note(notes, 'min/first')::numeric) FROM results WHERE system = 'pqrun' AND workload = 'W6'), 0.90
 	UNION ALL
 	SELECT 8, 'W5 ≥ 80% of W2 throughput',
 	       min(r('pqrun', 'W5', clients) / nullif(r('pqrun', 'W2', clients), 0)), 0.80 FROM c
@@ -315,6 +319,18 @@ SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s |', system, clients,
               note(notes, 'min/first'), note(notes, 'windows'), note(notes, 'backlog'),
               substring(notes FROM 'sizes before: ([^;]+)'), substring(notes FROM 'sizes after: ([^;]+)'))
   FROM results WHERE workload = 'W4' ORDER BY round, system;
+\echo ''
+\endif
+
+-- ---- W6 ------------------------------------------------------------------------
+\if :has_w6
+\echo '## W6 history retention (W2 with a short pqrun.retention; per window: jobs finished, job_done heap + indexes, its dead tuples)'
+\echo ''
+\echo '| clients | jobs/s | min window / first (≥ 0.90) | retention | jobs/s per window | job_done kB per window | job_done dead tuples per window |'
+\echo '|---:|---:|---:|---|---|---|---|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s |', clients, fr(jobs_per_s), note(notes, 'min/first'),
+              note(notes, 'retention'), note(notes, 'windows'), note(notes, 'history_kB'), note(notes, 'history_dead'))
+  FROM results WHERE workload = 'W6' ORDER BY round;
 \echo ''
 \endif
 
