@@ -363,11 +363,15 @@ w6_settings() {
 # finished history_kB history_dead" to FILE until stop_history_sampler:
 # jobs finished so far (rows deleted from job_live: retention removes them
 # from job_done), and size (heap + indexes) and dead tuples of job_done,
-# all its partitions where it has them.
+# all its partitions where it has them (pg_partition_tree returns no row for
+# the plain table of the versions before 0.12.0).
 history_sample() {
-	echo "$(date +%s.%N) $(q bench_pqrun "SELECT (SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass),
-		(SELECT sum(pg_table_size(relid) + pg_indexes_size(relid)) / 1024 FROM pg_partition_tree('pqrun.job_done') WHERE isleaf)::bigint,
-		(SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relid IN (SELECT relid FROM pg_partition_tree('pqrun.job_done')))" | tr '|' ' ')"
+	echo "$(date +%s.%N) $(q bench_pqrun "WITH history AS (
+			SELECT relid FROM pg_partition_tree('pqrun.job_done') WHERE isleaf
+			UNION SELECT oid FROM pg_class WHERE oid = 'pqrun.job_done'::regclass AND relkind = 'r')
+		SELECT (SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass),
+		(SELECT sum(pg_table_size(relid) + pg_indexes_size(relid)) / 1024 FROM history)::bigint,
+		(SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relid IN (SELECT relid FROM history))" | tr '|' ' ')"
 }
 start_history_sampler() {
 	local window=$1 file=$2
