@@ -47,6 +47,7 @@
 #include "jobs/flow_control.hpp"
 #include "jobs/pick_lanes.hpp"
 #include "pg/boundary.hpp"
+#include "pg/citus.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
 #include "xact/deferred_claims.hpp"
@@ -210,6 +211,7 @@ pqrun_relcache_callback(Datum, Oid relid)
 	pqrun::GuardedEntry([=]() {
 		pqrun::expr_cache::OnRelcacheInvalidation(relid);
 		pqrun::direct_rows::OnRelcacheInvalidation(relid);
+		pqrun::citus::OnRelcacheInvalidation(relid);
 	});
 }
 }

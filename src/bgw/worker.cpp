@@ -12,6 +12,7 @@
 #include "bgw/bgw.hpp"
 #include "bgw/maintenance.hpp"
 #include "pg/boundary.hpp"
+#include "pg/citus.hpp"
 #include "shmem/shmem.hpp"
 
 namespace pqrun::bgw {
@@ -112,7 +113,9 @@ RunRound()
 	Round result = Round::kDone;
 	if (!OidIsValid(get_extension_oid("pqrun", true))) {
 		result = Round::kNoExtension;
-	} else if (pqrun_enabled) {
+	} else if (pqrun_enabled && !citus::JobTablesDistributed()) {
+		/* Job tables Citus distributes are left alone: every statement of
+		 * the round would be refused (pg/citus.hpp). */
 		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "pqrun: SPI_connect failed");

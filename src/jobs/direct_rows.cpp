@@ -3,6 +3,7 @@
 
 #include "jobs/expr_cache.hpp"
 #include "jobs/job_row.hpp"
+#include "pg/citus.hpp"
 
 namespace pqrun::direct_rows {
 
@@ -73,7 +74,8 @@ PartitionedByFinish(Relation rel)
 
 /* Plain answers whether `rel` is a heap table with nothing only the
  * executor honours: triggers (also foreign keys), rules, row security,
- * generated columns, publications. `kind` says where it may stand in a
+ * generated columns, publications, Citus (a Citus table is a shell whose
+ * rows live in shards, pg/citus.hpp). `kind` says where it may stand in a
  * partitioning: job_live in none; job_done may be partitioned by finish
  * time (0.12.0) and then each of its partitions, a heap table, is asked
  * about as well. The relcache's trigger and rule sets, not relhastriggers
@@ -89,7 +91,8 @@ Plain(Relation rel, Kind kind)
 	                       rel->rd_rel->relispartition == (kind == Kind::kDonePartition);
 	if (!shape || rel->trigdesc != nullptr || (rel->rd_rules != nullptr && rel->rd_rules->numLocks > 0) ||
 	    rel->rd_rel->relrowsecurity || rel->rd_rel->relforcerowsecurity ||
-	    (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored))
+	    (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored) ||
+	    citus::IsCitusTable(RelationGetRelid(rel)))
 		return false;
 	PublicationDesc publications;
 	RelationBuildPublicationDesc(rel, &publications);

@@ -1,6 +1,8 @@
 /* src/pg/spi_plans.cpp — the plan cache of pqrun's SQL statements. */
 #include "pg/spi_plans.hpp"
 
+#include "pg/citus.hpp"
+
 namespace pqrun::spi {
 
 namespace {
@@ -79,6 +81,8 @@ AsInstalled(const char *sql)
 SPIPlanPtr
 PlanFor(Statement &stmt)
 {
+	/* Every statement pqrun runs passes here, each time it runs. */
+	citus::RefuseDistributed();
 	/* An adapted plan is given up as soon as ALTER EXTENSION UPDATE has
 	 * run: its statement would leave holder_started behind holder_pid, or
 	 * a job's progress behind when it finishes. */

@@ -96,8 +96,8 @@ pg_root_make() {
 }
 
 # pg_root_run MAJOR REPO CMD: run CMD (a bash command line) as root inside
-# MAJOR's root, in a fresh copy of REPO's sources at /src/pqrun, with
-# PQRUN_PG_MAJOR=MAJOR. Build output of the checkout is not copied: it was
+# MAJOR's root, in a fresh copy of REPO's sources at /src/pqrun (and of
+# ../shared/vendor at /src/shared/vendor), with PQRUN_PG_MAJOR=MAJOR. Build output of the checkout is not copied: it was
 # built against another version.
 pg_root_run() {
 	local major=$1 repo=$2 cmd=$3 dir status
@@ -106,6 +106,10 @@ pg_root_run() {
 	(cd "$repo" && tar -c --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
 		--exclude=regression.diffs --exclude=isolation.diffs --exclude=results --exclude=node_modules .) |
 		tar -x -C "$dir/src/pqrun" || return 1
+	# Vendored sources the tests build (test/lib/citus.sh), where they are
+	# beside the repository.
+	rm -rf "$dir/src/shared" && mkdir -p "$dir/src/shared"
+	[ -d "$repo/../shared/vendor" ] && cp -r "$repo/../shared/vendor" "$dir/src/shared/"
 	pg_root_mount "$dir"
 	# update-ca-certificates adds the machine's authorities once the root has
 	# ca-certificates (test/lib/install_deps.sh installs it); Node.js reads
