@@ -751,11 +751,17 @@ REVOKE ALL ON FUNCTION pqrun._history_partitions() FROM PUBLIC;
  * since 1970 (UTC) and are named after their start; none is made while
  * job_done has none and there is no job at all. A partition that cannot be
  * made or dropped now (a name taken) is left for a later round, and so is
- * the rest of the round after a lock not granted within lock_timeout:
- * finishes wait for what the round has locked, and a session holding what
- * the round waits for would deadlock with it once the round's waits added
- * up to deadlock_timeout. Answers the jobs dropped, per queue, job type
- * and status. */
+ * the rest of the round after a lock not granted.
+ *
+ * Locks (0.13.0): finishes wait for what the round holds of job_done, so
+ * the round never waits for a lock while it holds one of job_done: a
+ * session that read job_done and then finishes would wait for the round
+ * while the round waited for it, and once its wait reached
+ * deadlock_timeout, its finish failed with 40P01. Each partition is made
+ * or dropped in a block of its own whose lock of job_done is waited for at
+ * most lock_timeout (100 ms), and only while the round holds nothing of
+ * job_done yet; every other lock is taken with NOWAIT, and a block that
+ * fails gives back its locks. */
 CREATE FUNCTION pqrun._history_round(round_at timestamptz, step interval, ahead int,
                                      drop_before timestamptz, keep_failed_from timestamptz)
 RETURNS TABLE (queue text, job_type text, status text, jobs bigint)
@@ -769,27 +775,31 @@ DECLARE
 	e timestamptz;
 	covered timestamptz;
 	locked boolean;
+	moving boolean;
 	made text;
 	dropped record;
 	counted jsonb;
 	waited boolean := false;
+	/* The round holds a lock of job_done: from then on it never waits. */
+	held boolean := false;
 BEGIN
 	SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO cols
 	  FROM pg_attribute WHERE attrelid = 'pqrun.job_done'::regclass AND attnum > 0 AND NOT attisdropped;
 	/* None before the first job: a restore makes job_done's partitions (as
 	 * pg_dump saw them) after CREATE EXTENSION and before it copies any
-	 * job, and ours would take their names and times. */
+	 * job, and ours would take their names and times. Read under a lock
+	 * that holds off another round's ATTACH, given back with the block:
+	 * its subtransaction is rolled back on purpose. */
 	IF NOT EXISTS (SELECT FROM pqrun._history_partitions()) THEN
 		BEGIN
-			/* Before reading the default partition: its lock, held to the
-			 * end, would hold off another round's ATTACH that this one then
-			 * waits for (see below). */
 			LOCK TABLE pqrun.job_done IN SHARE ROW EXCLUSIVE MODE;
 			IF NOT EXISTS (SELECT FROM pqrun.job_done_default) AND NOT EXISTS (SELECT FROM pqrun.job_live) THEN
 				ahead := -1;
 			END IF;
-		EXCEPTION WHEN lock_not_available THEN
-			RETURN;
+			RAISE EXCEPTION USING ERRCODE = 'PQ000';
+		EXCEPTION
+			WHEN lock_not_available THEN RETURN;
+			WHEN SQLSTATE 'PQ000' THEN NULL;
 		END;
 	END IF;
 
@@ -811,26 +821,34 @@ BEGIN
 				/* Then again under a lock that holds off other rounds (which
 				 * may have made it meanwhile) and every finish: one routed
 				 * before the ATTACH to the default partition would meet its
-				 * new constraint after it (23514). Held until the round
-				 * commits. */
-				LOCK TABLE pqrun.job_done IN SHARE ROW EXCLUSIVE MODE;
+				 * new constraint after it (23514). ACCESS EXCLUSIVE when
+				 * rows are to move out of the default partition: they move
+				 * out of sight of every query (one planned without the new
+				 * partition and run with a snapshot after the move would
+				 * miss them). Held until the round commits. */
+				moving := EXISTS (SELECT FROM pqrun.job_done_default WHERE finished_at >= s AND finished_at < e);
+				EXECUTE format('LOCK TABLE pqrun.job_done IN %s MODE%s',
+				               CASE WHEN moving THEN 'ACCESS EXCLUSIVE' ELSE 'SHARE ROW EXCLUSIVE' END,
+				               CASE WHEN held THEN ' NOWAIT' ELSE '' END);
 				locked := true;
 			END LOOP;
 			CONTINUE WHEN s >= e;
+			/* ATTACH also locks the default partition, whose constraint
+			 * changes. */
+			LOCK TABLE pqrun.job_done_default IN ACCESS EXCLUSIVE MODE NOWAIT;
+			IF NOT moving AND EXISTS (SELECT FROM pqrun.job_done_default WHERE finished_at >= s AND finished_at < e) THEN
+				LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE NOWAIT;
+			END IF;
 			made := 'job_done_' || to_char(s, 'YYYYMMDD_HH24MISS');
 			EXECUTE format('CREATE TABLE pqrun.%I (LIKE pqrun.job_done INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', made);
 			EXECUTE format('CREATE INDEX ON pqrun.%I (id)', made);
 			EXECUTE format('CREATE INDEX ON pqrun.%I (finished_at) WHERE status = ''FAILED''', made);
 			/* ATTACH refuses while the default partition holds rows of the
-			 * new one: they move, out of sight of every query meanwhile
-			 * (one planned without the new partition and run with a
-			 * snapshot after the move would miss them). */
-			IF EXISTS (SELECT FROM pqrun.job_done_default WHERE finished_at >= s AND finished_at < e) THEN
-				LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE;
-			END IF;
+			 * new one. */
 			EXECUTE format('WITH moved AS (DELETE FROM pqrun.job_done_default WHERE finished_at >= $1 AND finished_at < $2'
 			               ' RETURNING %s) INSERT INTO pqrun.%I (%s) SELECT %s FROM moved', cols, made, cols, cols) USING s, e;
 			EXECUTE format('ALTER TABLE pqrun.job_done ATTACH PARTITION pqrun.%I FOR VALUES FROM (%L) TO (%L)', made, s, e);
+			held := true;
 		EXCEPTION
 			WHEN lock_not_available THEN waited := true;
 			WHEN OTHERS THEN RAISE WARNING 'pqrun: partition pqrun.% of pqrun.job_done not made: %', made, SQLERRM;
@@ -840,22 +858,27 @@ BEGIN
 	FOR dropped IN SELECT p.part FROM pqrun._history_partitions() AS p WHERE p.hi <= drop_before LOOP
 		EXIT WHEN waited;
 		BEGIN
-			/* No purge or retry may change what is counted before it goes. */
-			EXECUTE format('LOCK TABLE %s IN SHARE MODE', dropped.part);
+			/* No purge or retry may change what is counted before it goes
+			 * (finishes do not write to a partition that ended). */
+			EXECUTE format('LOCK TABLE %s IN SHARE MODE%s', dropped.part, CASE WHEN held THEN ' NOWAIT' ELSE '' END);
 			EXECUTE format('SELECT jsonb_agg(g) FROM (SELECT queue, job_type, status::text AS status, count(*) AS jobs'
 			               '  FROM %s WHERE status <> ''FAILED'' OR $1 IS NULL OR finished_at < $1 GROUP BY 1, 2, 3) AS g',
 			               dropped.part) INTO counted USING keep_failed_from;
 			EXECUTE format('DELETE FROM pqrun.attempt_log a USING %s d WHERE a.job_id = d.id'
 			               '   AND (d.status <> ''FAILED'' OR $1 IS NULL OR d.finished_at < $1)', dropped.part) USING keep_failed_from;
 			/* The one moment finishes wait: from here to the round's commit,
-			 * with the FAILED jobs kept being copied. */
-			LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE;
+			 * with the FAILED jobs kept being copied. DETACH also locks the
+			 * partition and the default partition. */
+			EXECUTE format('LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE%s', CASE WHEN held THEN ' NOWAIT' ELSE '' END);
+			EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', dropped.part);
+			LOCK TABLE pqrun.job_done_default IN ACCESS EXCLUSIVE MODE NOWAIT;
 			EXECUTE format('ALTER TABLE pqrun.job_done DETACH PARTITION %s', dropped.part);
 			IF keep_failed_from IS NOT NULL THEN
 				EXECUTE format('INSERT INTO pqrun.job_done_default (%s) SELECT %s FROM %s'
 				               ' WHERE status = ''FAILED'' AND finished_at >= $1', cols, cols, dropped.part) USING keep_failed_from;
 			END IF;
 			EXECUTE format('DROP TABLE %s', dropped.part);
+			held := true;
 			RETURN QUERY SELECT g.queue, g.job_type, g.status, g.jobs
 			               FROM jsonb_to_recordset(coalesce(counted, '[]')) AS g(queue text, job_type text, status text, jobs bigint);
 		EXCEPTION

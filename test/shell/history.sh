@@ -17,7 +17,7 @@
 #      job_done_default only, a partition that ended before the retention
 #      is dropped, pqrun.failed_retention deletes FAILED jobs.
 #      A round that waits for a lock in vain stops there, the worker's
-#      as well.
+#      as well, and a round never waits while it holds job_done.
 #   4. The first partition made under load (reproduces the failure of
 #      flow_control.sh and keys.sh on the first version: a finish routed to
 #      the default partition before a round attached the partition for its
@@ -57,6 +57,16 @@ finished() { # finished N JOB_TYPE STATUS: N jobs of JOB_TYPE finished as STATUS
 		                          WHEN 'FAILED' THEN pqrun.mark_error(id, 'no')::text
 		                          ELSE pqrun.cancel(id)::text END)
 		      FROM pqrun.pickup('w', job_types => ARRAY['$2'], batch_size => $1)" >/dev/null
+}
+
+# without_partitions JOB_TYPE: the workers stopped, job_done without
+# partitions, two jobs of JOB_TYPE READY.
+without_partitions() {
+	psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+	sleep 1.5
+	q -c "DO \$\$ DECLARE p regclass; BEGIN
+	        FOR p IN SELECT part FROM pqrun._history_partitions() LOOP EXECUTE format('DROP TABLE %s', p); END LOOP; END \$\$" \
+		-c "SELECT count(pqrun.enqueue('$1')) FROM generate_series(1, 2)" >/dev/null
 }
 
 echo "-- 1. a new install"
@@ -154,11 +164,7 @@ check "and makes none of its partitions" 0 "SELECT count(*) FROM pqrun._history_
 # 2.5 s later, which needs job_done in a mode the round holds while it
 # waits: the finish goes through at once, and the worker makes the
 # partitions once the session has committed.
-psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
-sleep 1.5
-q -c "DO \$\$ DECLARE p regclass; BEGIN
-        FOR p IN SELECT part FROM pqrun._history_partitions() LOOP EXECUTE format('DROP TABLE %s', p); END LOOP; END \$\$" \
-	-c "SELECT count(pqrun.enqueue('held')) FROM generate_series(1, 2)" >/dev/null
+without_partitions held
 q -c "BEGIN" -c "SELECT count(*) FROM pqrun.job_done_default" -c "SELECT count(*) FROM pg_sleep(2.5)" \
 	-c "SELECT count(*) FROM pqrun._history_partitions()" -c "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint" \
 	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w', job_types => ARRAY['held'])" \
@@ -173,6 +179,33 @@ assert "a session's finish beside the worker's rounds, which made no partition m
 took=$((${out[5]:-0} - ${out[3]:-0}))
 assert "at once ($took ms)" [ "$took" -lt 800 ]
 assert "and the worker makes the partitions after its commit" wait_for 10 t "SELECT count(*) >= 3 FROM pqrun._history_partitions()"
+
+# Nor does a round wait for a lock while it holds one of job_done (0.13.0;
+# reproduces fuzz.sh's 40P01 on PostgreSQL 18: its long transaction read
+# job_done and then finished jobs while the worker's round in its new
+# database, with no partition yet, held job_done from its first look to
+# its commit, meanwhile waiting for the default partition the transaction
+# had read; once the finish had waited deadlock_timeout, it failed). Here
+# the round's session keeps its transaction open after the round: the
+# reader's finish meanwhile goes through at once.
+without_partitions read_then_finish
+q -c "BEGIN" -c "SELECT count(*) > 0 FROM pqrun.jobs" -c "SELECT count(*) FROM pg_sleep(1)" \
+	-c "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint" \
+	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w', job_types => ARRAY['read_then_finish'])" \
+	-c "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint" -c "COMMIT" >"$work/reader.out" 2>&1 &
+reader=$!
+sleep 0.3
+q -c "BEGIN" -c "SELECT count(*) FROM pqrun._history_round(now(), '1 day', 2, NULL, NULL)" \
+	-c "SELECT count(*) FROM pg_sleep(2)" -c "COMMIT" >"$work/round.out" 2>&1
+wait "$reader"
+mapfile -t out <"$work/reader.out"
+took=$((${out[4]:-0} - ${out[2]:-0}))
+assert "a finish of a session that read job_done beside an open round's transaction goes through [${out[*]}]" \
+	[ "${#out[@]}" = 5 -a "${out[3]:-}" = 1 ]
+assert "at once ($took ms)" [ "$took" -lt 500 ]
+check "the round made no partition while the session had job_done read" 0 "$partitions"
+psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
+assert "and the worker makes them after its commit" wait_for 10 t "SELECT count(*) >= 3 FROM pqrun._history_partitions()"
 
 echo "-- 4. the first partition made under load"
 psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null || exit 1

@@ -188,14 +188,14 @@ answer=$(q -c "DO \$\$BEGIN PERFORM pqrun.pickup('w'); PERFORM pqrun.heartbeat(1
 	-c "SELECT holder_started = pqrun._backend_started() FROM pqrun.job_live WHERE id = 1" 2>&1)
 assert "a session's heartbeat after its ALTER EXTENSION UPDATE records its start ($answer)" [ "$answer" = t ]
 
-# 0.12.0 partitions job_done by finish time: an install of the version
-# before with a million finished jobs keeps every one of them, as the
-# partition of what finished before the update, which retention then drops
-# as a whole; finishes after the update go to the new partitions.
+# 0.12.0 partitions job_done by finish time: an install of 0.11.0 with a
+# million finished jobs keeps every one of them, as the partition of what
+# finished before the update, which retention then drops as a whole;
+# finishes after the update go to the new partitions.
 db=pqrun_upgrade_million_$$
-echo "== $newest -> $current with 1,000,000 finished jobs ($db)"
+echo "== 0.11.0 -> $current with 1,000,000 finished jobs ($db)"
 createdb "$db" || exit 1
-install_version "$newest" >/dev/null || exit 1
+install_version 0.11.0 >/dev/null || exit 1
 q -c "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, run_after, finished_at, created_at,
                                   updated_at, queue, job_type, payload, outcome)
       SELECT g, CASE WHEN g % 10 = 0 THEN 'FAILED' ELSE 'DONE' END::pqrun.job_status, 0, 1, 5, now(),
