@@ -962,3 +962,98 @@ ALTER FUNCTION pqrun._fire_due_schedules() SECURITY DEFINER SET search_path = pg
 REVOKE ALL ON FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean),
 	pqrun.unschedule(text, text), pqrun.cron_next(text, timestamptz), pqrun._fire_due_schedules(),
 	pqrun._run_every_next(interval, timestamptz, timestamptz) FROM PUBLIC;
+
+/* ---- Citus ---- */
+
+/* distribute spreads the queues over the nodes of a Citus cluster (README,
+ * "Running on Citus"): job_live and job_done distributed by queue,
+ * co-located, in shard_count shards; enqueue, schedule and the per-queue
+ * controls delegated to the node that holds their queue. Called once, on the
+ * coordinator, by a superuser. Citus's unique constraints must include the
+ * distribution column, so the primary key becomes (id, queue) and dedupe
+ * keys are unique per queue. */
+CREATE FUNCTION pqrun.distribute(shard_count int DEFAULT 32)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	holding text;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+		RAISE EXCEPTION 'Citus is not installed in this database' USING ERRCODE = '0A000';
+	END IF;
+	IF shard_count IS NULL OR shard_count OPERATOR(pg_catalog.<) 1 OR shard_count OPERATOR(pg_catalog.>) 64000 THEN
+		RAISE EXCEPTION 'shard_count must be between 1 and 64000' USING ERRCODE = '22023';
+	END IF;
+	IF NOT pg_catalog.citus_is_coordinator() THEN
+		RAISE EXCEPTION 'pqrun.distribute() runs on the coordinator' USING ERRCODE = '0A000';
+	END IF;
+	IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+	            WHERE logicalrelid OPERATOR(pg_catalog.=) 'pqrun.job_live'::pg_catalog.regclass) THEN
+		RAISE NOTICE 'pqrun''s tables are distributed already';
+		RETURN;
+	END IF;
+	/* A worker's own tables become the shells of the distributed ones:
+	 * their jobs would be hidden. */
+	SELECT pg_catalog.string_agg(r.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) r.nodeport, ', ')
+	  INTO holding
+	  FROM pg_catalog.run_command_on_workers(
+	           'SELECT (SELECT pg_catalog.count(*) FROM (SELECT FROM pqrun.job_live LIMIT 1) l)'
+	           ' OPERATOR(pg_catalog.+) (SELECT pg_catalog.count(*) FROM (SELECT FROM pqrun.job_done LIMIT 1) d)') r
+	 WHERE NOT r.success OR r.result OPERATOR(pg_catalog.<>) '0';
+	IF holding IS NOT NULL THEN
+		RAISE EXCEPTION 'worker nodes hold jobs of their own: %', holding USING ERRCODE = '55000',
+			HINT = 'Finish or purge them first: distributed, pqrun''s tables on a worker are shells whose rows are not read.';
+	END IF;
+	/* Schedules and queue controls are kept on the node of their queue;
+	 * the coordinator's own would apply nowhere. */
+	IF EXISTS (SELECT FROM pqrun.periodic) OR EXISTS (SELECT FROM pqrun.queue_control) THEN
+		RAISE EXCEPTION 'the coordinator has schedules or queue controls' USING ERRCODE = '55000',
+			HINT = 'Remove them, and make them again through the coordinator once the tables are distributed.';
+	END IF;
+	/* Ids unique across the cluster: Citus leaves an extension's sequence
+	 * alone on the workers, so each node's counts from its group id << 48,
+	 * as Citus's own sequences on workers do. */
+	PERFORM pg_catalog.run_command_on_all_nodes(
+		'SELECT pg_catalog.setval(''pqrun.job_id_seq'', GREATEST((SELECT last_value FROM pqrun.job_id_seq),'
+		' ((SELECT groupid FROM pg_catalog.pg_dist_local_group)::bigint OPERATOR(pg_catalog.<<) 48)'
+		' OPERATOR(pg_catalog.+) 1))');
+	ALTER TABLE pqrun.job_live DROP CONSTRAINT job_live_pkey, ADD CONSTRAINT job_live_pkey PRIMARY KEY (id, queue);
+	DROP INDEX pqrun.job_live_dedupe;
+	CREATE UNIQUE INDEX job_live_dedupe ON pqrun.job_live (dedupe_key, queue) WHERE dedupe_key IS NOT NULL;
+	PERFORM pg_catalog.create_distributed_table('pqrun.job_live', 'queue', shard_count => shard_count);
+	PERFORM pg_catalog.create_distributed_table('pqrun.job_done', 'queue', colocate_with => 'pqrun.job_live');
+	PERFORM pg_catalog.create_distributed_function(f::pg_catalog.regprocedure, 'queue', colocate_with => 'pqrun.job_live')
+	   FROM pg_catalog.unnest(ARRAY[
+	            'pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int)',
+	            'pqrun.pause_queue(text)', 'pqrun.resume_queue(text)',
+	            'pqrun.set_concurrency_limit(text, int, text)',
+	            'pqrun.set_rate_limit(text, double precision, int, text)',
+	            'pqrun.set_key_limit(text, int, text)',
+	            'pqrun.set_key_rate_limit(text, double precision, int, text)',
+	            'pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean)']) AS f;
+END $$;
+
+/* queue_node answers the node that holds the queue's jobs once pqrun's
+ * tables are distributed: where its workers connect. */
+CREATE FUNCTION pqrun.queue_node(queue text, OUT host text, OUT port int)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF queue IS NULL THEN
+		RAISE EXCEPTION 'queue must not be NULL' USING ERRCODE = '22023';
+	END IF;
+	/* Two statements: pg_dist_partition exists only with Citus. */
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+		RAISE EXCEPTION 'pqrun''s tables are not distributed by Citus' USING ERRCODE = '0A000';
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+	                WHERE logicalrelid OPERATOR(pg_catalog.=) 'pqrun.job_live'::pg_catalog.regclass) THEN
+		RAISE EXCEPTION 'pqrun''s tables are not distributed by Citus' USING ERRCODE = '0A000';
+	END IF;
+	SELECT n.nodename, n.nodeport INTO host, port
+	  FROM pg_catalog.pg_dist_placement p
+	  JOIN pg_catalog.pg_dist_node n ON n.groupid OPERATOR(pg_catalog.=) p.groupid
+	 WHERE p.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column('pqrun.job_live', queue)
+	   AND n.isactive AND n.noderole OPERATOR(pg_catalog.=) 'primary';
+END $$;
+
+REVOKE ALL ON FUNCTION pqrun.distribute(int) FROM PUBLIC;

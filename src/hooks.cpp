@@ -111,6 +111,7 @@ OnXactEvent(XactEvent event)
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
 		direct_rows::PreparingTransaction(false); /* also after a failed pre-prepare */
+		citus::AtTransactionEnd();
 		pickup_commit::AtEnd();
 		deferred_claims::Forget();
 		if (event == XACT_EVENT_COMMIT) {
@@ -138,11 +139,13 @@ OnSubXactEvent(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
 {
 	using namespace pqrun;
 	if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		citus::AtSubCommit();
 		deferred_claims::AtSubCommit(subid, parent_subid);
 		stats::OnSubCommit();
 		flow_control::AtSubCommit();
 		wake::AtSubCommit();
 	} else if (event == SUBXACT_EVENT_ABORT_SUB) {
+		citus::AtSubAbort();
 		deferred_claims::AtSubAbort(subid);
 		stats::OnSubAbort();
 		flow_control::AtSubAbort();

@@ -13,6 +13,7 @@
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 #include "jobs/schedule.hpp"
+#include "pg/citus.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "xact/wake.hpp"
@@ -86,6 +87,19 @@ spi::Statement kRetention{"retention",
                           " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
                           2,
                           {INTERVALOID, INT4OID}};
+
+/* Retention of a Citus shard of job_done (pg/citus.hpp), whose partitions
+ * are not made: FAILED jobs are kept for $3 (NULL: for ever). */
+spi::Statement kShardRetention{
+    "shard retention",
+    "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
+    "   SELECT id FROM pqrun.job_done"
+    "    WHERE finished_at < pg_catalog.now() - CASE WHEN status = 'FAILED' THEN $3 ELSE $1 END LIMIT $2))"
+    "   RETURNING id, queue, job_type, status),"
+    " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
+    " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
+    3,
+    {INTERVALOID, INT4OID, INTERVALOID}};
 
 /* One round at a time applies retention in a database: two would deadlock
  * over job_done's partitions. run_maintenance() waits for its turn (its
@@ -162,6 +176,15 @@ ApplyRetention()
 	Oid done = get_relname_relid("job_done", get_namespace_oid("pqrun", false));
 	int64 failed_keep = pqrun_failed_retention < 0 ? pqrun_retention : pqrun_failed_retention;
 	int64 removed = 0;
+	if (citus::InShards()) {
+		if (pqrun_retention > 0) {
+			Datum values[3] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch),
+			                   PointerGetDatum(Seconds(failed_keep))};
+			removed = NoteRemoved(Exec(stmts::kShardRetention, values, failed_keep == 0 ? "  n" : nullptr,
+			                           SPI_OK_SELECT));
+		}
+		return removed;
+	}
 	if (get_rel_relkind(done) != RELKIND_PARTITIONED_TABLE) {
 		if (pqrun_retention > 0) {
 			Datum values[2] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch)};
@@ -274,8 +297,14 @@ Counts
 Run()
 {
 	Counts counts{};
+	/* On a Citus shard (pg/citus.hpp): ids come from this node's range,
+	 * which a shard moved here from another node is above; the schedules
+	 * that fire are those of the shard's queues, the pickup hint is off,
+	 * and retention deletes. */
+	bool shard = citus::InShards();
 	/* Before anything here takes a new id (a schedule firing). */
-	Exec(stmts::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
+	if (!shard)
+		Exec(stmts::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
 	Interval stale_after{};
 	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
 	counts.reaped = queue::ReapStale(&stale_after);
@@ -297,7 +326,7 @@ Run()
 	LearnNextDue(wake::NextDue());
 	/* Backstop for the pickup hint: whatever became READY without telling
 	 * (a manual UPDATE, say) is found within a round. */
-	if (Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
+	if (!shard && Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
 		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
 	/* Last: a partition dropped keeps job_done locked until the commit. */
 	counts.purged = ApplyRetention();

@@ -103,6 +103,36 @@ OverrideSessionDefaults()
 
 enum class Round { kDone, kNoExtension };
 
+/* RunShardRounds does, on Citus (pg/citus.hpp), a round for each shard of
+ * pqrun.job_live this node holds, each in a transaction of its own, so
+ * that each shard has its round on one node: the one that holds it. Called
+ * in a transaction; returns in a new one. */
+void
+RunShardRounds()
+{
+	pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
+	int n;
+	int64 *listed = citus::LocalShards(&n);
+	auto *shards = static_cast<int64 *>(MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1)));
+	memcpy(shards, listed, sizeof(int64) * n);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	for (int i = 0; i < n; i++) {
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "pqrun: SPI_connect failed");
+		citus::EnterShard(shards[i]);
+		maintenance::Run();
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	pfree(shards);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
 /* RunRound does one maintenance round in its own transaction. */
 Round
 RunRound()
@@ -113,9 +143,9 @@ RunRound()
 	Round result = Round::kDone;
 	if (!OidIsValid(get_extension_oid("pqrun", true))) {
 		result = Round::kNoExtension;
-	} else if (pqrun_enabled && !citus::JobTablesDistributed()) {
-		/* Job tables Citus distributes are left alone: every statement of
-		 * the round would be refused (pg/citus.hpp). */
+	} else if (pqrun_enabled && citus::JobTablesDistributed()) {
+		RunShardRounds();
+	} else if (pqrun_enabled) {
 		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "pqrun: SPI_connect failed");

@@ -179,8 +179,8 @@ OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode() || preparing ||
 	    ExecutorCheckPerms_hook != nullptr || !OidIsValid(namespace_id))
 		return false;
-	Oid live_id = get_relname_relid("job_live", namespace_id);
-	Oid done_id = get_relname_relid("job_done", namespace_id);
+	Oid live_id = get_relname_relid(citus::Scoped("job_live"), namespace_id);
+	Oid done_id = get_relname_relid(citus::Scoped("job_done"), namespace_id);
 	if (!OidIsValid(live_id) || !OidIsValid(done_id))
 		return false;
 	/* The verdict is asked for after the locks: the invalidations committed

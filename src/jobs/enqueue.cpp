@@ -10,6 +10,7 @@
  * Enqueue one by one, so ids still follow element order.
  */
 #include "jobs/queue.hpp"
+#include "pg/citus.hpp"
 #include "jobs/queue_internal.hpp"
 
 #include "guc.hpp"
@@ -357,6 +358,13 @@ int64
 Enqueue(const EnqueueArgs &args, int element)
 {
 	Validate(args, element);
+	if (citus::JobTablesDistributed())
+		citus::EnterQueue(TextDatumGetCString(args.value[kQueue]));
+	if (!args.isnull[kDependsOn] && citus::InShards())
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("%son Citus, a job cannot depend on other jobs", Where(element)),
+		                errdetail("Its dependencies may be in other shards, on other nodes (README, \"Running on "
+		                          "Citus\").")));
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after = RunAfter(args);
 	if (!args.isnull[kConcurrencyKey])
@@ -515,8 +523,11 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 		 * SQL path (INSERT_LIVE_RUN). */
 		bool plain = args.isnull[kDependsOn] && args.isnull[kFifoKey] && args.isnull[kConcurrencyKey] &&
 		             args.isnull[kRateWeight];
-		if (plain)
+		if (plain) {
 			Validate(args, cursor.element); /* Enqueue validates the others */
+			if (citus::JobTablesDistributed())
+				citus::EnterQueue(TextDatumGetCString(args.value[kQueue]));
+		}
 		bool has_key = !args.isnull[kDedupeKey];
 		if (plain && run->count < kRunCapacity && (!has_key || AddKey(run, args.value[kDedupeKey]))) {
 			run->args[run->count++] = args;

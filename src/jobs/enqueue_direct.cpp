@@ -4,6 +4,7 @@
 #include "jobs/direct_rows.hpp"
 #include "jobs/expr_cache.hpp"
 #include "jobs/job_row.hpp"
+#include "pg/citus.hpp"
 
 namespace pqrun::enqueue_direct {
 
@@ -118,6 +119,9 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 bool
 Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 {
+	/* A shard has no default for id (spi_plans.cpp names it). */
+	if (citus::InShards())
+		return false;
 	Tables tables;
 	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, false))
 		return false;

@@ -10,6 +10,7 @@
  */
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
+#include "pg/citus.hpp"
 
 #include "jobs/finish_direct.hpp"
 #include "jobs/flow_control.hpp"
@@ -241,6 +242,7 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, JobStatus status, const
 void
 MarkDone(int64 job_id, Datum result, bool result_null, Datum lease, bool has_lease)
 {
+	citus::EnterJob(job_id);
 	FinishRunning(job_id, lease, has_lease, JobStatus::kDone, "done", nullptr, result, result_null);
 }
 
@@ -307,6 +309,7 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 	int n = list.n;
 	if (n == 0)
 		return 0;
+	citus::EnterJob(DatumGetInt64(ids[0]));
 
 	int64 *finished = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	uint64 nfinished = 0;

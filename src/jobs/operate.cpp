@@ -2,6 +2,7 @@
  * finished job, purge of history. */
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
+#include "pg/citus.hpp"
 
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
@@ -64,6 +65,7 @@ NoteRemoved(uint64 n)
 bool
 Cancel(int64 job_id, const char *reason)
 {
+	citus::EnterJob(job_id);
 	if (IsFinished(JobState(job_id)))
 		return false;
 	if (!FinishLive(job_id, JobStatus::kCancelled, "cancelled", reason ? ClipError(reason) : "cancelled"))
@@ -76,6 +78,7 @@ Cancel(int64 job_id, const char *reason)
 bool
 Retry(int64 job_id)
 {
+	citus::EnterJob(job_id);
 	JobStatus status = JobState(job_id);
 	char *fifo_key = ColText(0, 3);
 	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};

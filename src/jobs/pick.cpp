@@ -17,6 +17,7 @@
 #include "jobs/pick_sql.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
+#include "pg/citus.hpp"
 #include "pg/boundary.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
@@ -360,7 +361,7 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
 	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
-	if (!waited && !will_wait && wake::DelayedMayBeDue())
+	if (!waited && !will_wait && (citus::InShards() || wake::DelayedMayBeDue()))
 		PromoteDue(job_types, queues, batch_size);
 	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
 	ClaimReceiver receiver;
@@ -383,7 +384,8 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		 * index that vacuum may not be allowed to remove yet. */
 		wake::PickKey start{INT64_MIN, INT64_MIN};
 		uint64 gen = 0;
-		bool hinted = wake::ReadHint(&start, &gen);
+		/* The hint is the database's; shards are several tables. */
+		bool hinted = !citus::InShards() && wake::ReadHint(&start, &gen);
 		values[4] = Int64GetDatum(start.neg_priority);
 		values[5] = Int64GetDatum(start.id);
 		values[1] = Int32GetDatum(batch_size - static_cast<int32>(n));
@@ -547,6 +549,27 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 	PG_END_TRY();
 }
 
+/* EnterQueues scopes the transaction to the shards of `queues`, which a
+ * pickup on Citus must name (citus.hpp). */
+void
+EnterQueues(ArrayType *queues)
+{
+	if (!citus::JobTablesDistributed())
+		return;
+	if (queues == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("on Citus, a pickup names its queues"),
+		                errdetail("pqrun's tables are distributed by queue; a pickup works on the shards of its queues."),
+		                errhint("Pass queues => ARRAY[...], queues whose shards are on this node.")));
+	Datum *elems;
+	bool *nulls;
+	int n;
+	deconstruct_array(queues, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!nulls[i]) /* a NULL queue holds no job */
+			citus::EnterQueue(TextDatumGetCString(elems[i]));
+}
+
 } // namespace
 
 TimestampTz
@@ -575,6 +598,7 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 		         errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
 		                   "it waits."),
 		         errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
+	EnterQueues(queues);
 	Datum values[9] = {PointerGetDatum(worker_id),
 	                   Int32GetDatum(batch_size),
 	                   PointerGetDatum(job_types),
@@ -627,6 +651,7 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 	LongPoll(
 	    job_types, queues, wait_ms,
 	    [&](bool) {
+		    EnterQueues(queues); /* again after each commit */
 		    Datum values[5] = {PointerGetDatum(job_types), PointerGetDatum(queues),
 		                       TimestampTzGetDatum(GetCurrentTimestamp()), Datum(0), Datum(0)};
 		    char nulls[6] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', 'n', 'n', '\0'};

@@ -1,5 +1,6 @@
 /* src/jobs/pick_direct.cpp — a pickup's locking scan below the executor. */
 #include "jobs/pick_direct.hpp"
+#include "pg/citus.hpp"
 
 #include "jobs/direct_rows.hpp"
 #include "jobs/flow_control.hpp"
@@ -131,7 +132,7 @@ Relation
 OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
 {
 	static KnownIndex known;
-	Oid index_id = get_relname_relid("job_live_pick", namespace_id);
+	Oid index_id = get_relname_relid(citus::Scoped("job_live_pick"), namespace_id);
 	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
 		return nullptr;
 	Relation index = index_open(index_id, RowShareLock);
@@ -157,7 +158,7 @@ Relation
 OpenLaneIndex(Oid namespace_id, Relation live, const Layout &l)
 {
 	static KnownIndex known;
-	Oid index_id = get_relname_relid("job_live_lane", namespace_id);
+	Oid index_id = get_relname_relid(citus::Scoped("job_live_lane"), namespace_id);
 	if (l.key == InvalidAttrNumber || !OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
 		return nullptr;
 	Relation index = index_open(index_id, RowShareLock);

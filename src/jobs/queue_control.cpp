@@ -3,6 +3,7 @@
 #include "jobs/queue_control.hpp"
 
 #include "jobs/flow_control.hpp"
+#include "pg/citus.hpp"
 #include "pg/spi_plans.hpp"
 
 namespace pqrun::queue_control {
@@ -123,6 +124,16 @@ spi::Statement kForgetIdle{"forget idle control",
 
 namespace {
 
+/* EnterQueue: on Citus, a queue's controls are kept (pqrun.queue_control)
+ * and applied (flow_control.cpp) on the node that holds it, where the call
+ * is delegated (pg/citus.hpp). */
+void
+EnterQueue(text *queue)
+{
+	if (citus::JobTablesDistributed())
+		citus::EnterQueue(text_to_cstring(queue));
+}
+
 void
 ForgetIdle(text *queue)
 {
@@ -149,6 +160,7 @@ Change(bool setting, spi::Statement &set, spi::Statement &remove, Datum *values,
 bool
 Pause(text *queue, bool paused)
 {
+	EnterQueue(queue);
 	Datum values[1] = {PointerGetDatum(queue)};
 	bool changed = paused ? spi::Exec(stmts::kPause, values, nullptr, SPI_OK_INSERT_RETURNING) > 0
 	                      : spi::Exec(stmts::kResume, values, nullptr, SPI_OK_UPDATE_RETURNING) > 0;
@@ -162,6 +174,7 @@ Pause(text *queue, bool paused)
 void
 SetLimit(text *queue, text *job_type, int32 max_running)
 {
+	EnterQueue(queue);
 	Datum values[3] = {PointerGetDatum(queue), PointerGetDatum(job_type), Int32GetDatum(max_running)};
 	char nulls[4] = {' ', job_type ? ' ' : 'n', ' ', '\0'};
 	Change(max_running >= 0, stmts::kSetLimit, stmts::kRemoveLimit, values, nulls);
@@ -170,6 +183,7 @@ SetLimit(text *queue, text *job_type, int32 max_running)
 void
 SetKeyLimit(text *queue, text *key, int32 max_running)
 {
+	EnterQueue(queue);
 	Datum values[3] = {PointerGetDatum(queue), PointerGetDatum(key), Int32GetDatum(max_running)};
 	char nulls[4] = {' ', key ? ' ' : 'n', ' ', '\0'};
 	if (key)
@@ -181,6 +195,7 @@ SetKeyLimit(text *queue, text *key, int32 max_running)
 void
 SetRate(text *queue, text *job_type, double per_second, int32 burst)
 {
+	EnterQueue(queue);
 	Datum values[4] = {PointerGetDatum(queue), PointerGetDatum(job_type), Float8GetDatum(per_second),
 	                   Int32GetDatum(burst)};
 	char nulls[5] = {' ', job_type ? ' ' : 'n', ' ', ' ', '\0'};
@@ -190,6 +205,7 @@ SetRate(text *queue, text *job_type, double per_second, int32 burst)
 void
 SetKeyRate(text *queue, text *key, double per_second, int32 burst)
 {
+	EnterQueue(queue);
 	Datum values[4] = {PointerGetDatum(queue), PointerGetDatum(key), Float8GetDatum(per_second), Int32GetDatum(burst)};
 	char nulls[5] = {' ', key ? ' ' : 'n', ' ', ' ', '\0'};
 	if (key)

@@ -10,6 +10,7 @@
  */
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
+#include "pg/citus.hpp"
 
 #include "guc.hpp"
 #include "jobs/flow_control.hpp"
@@ -195,6 +196,7 @@ JobStatus
 MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_lease, const Interval *retry_after)
 {
 	error = ClipError(error);
+	citus::EnterJob(job_id);
 	LockRunning(job_id, lease, has_lease);
 	bool isnull;
 	int32 attempts = DatumGetInt32(Col(0, 1, &isnull));
@@ -216,6 +218,7 @@ MarkError(int64 job_id, const char *error, bool terminal, Datum lease, bool has_
 void
 GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, bool snooze)
 {
+	citus::EnterJob(job_id);
 	LockRunning(job_id, lease, has_lease);
 	Datum values[3] = {Int64GetDatum(job_id), TimestampTzGetDatum(run_after), Int32GetDatum(snooze ? 1 : 0)};
 	uint64 n = Exec(stmts::kGiveBack, values, nullptr, SPI_OK_UPDATE_RETURNING);
@@ -227,6 +230,7 @@ GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, bool 
 void
 Heartbeat(int64 job_id, Datum lease, bool has_lease, Datum progress, bool has_progress, int64 wait_ms)
 {
+	citus::EnterJob(job_id);
 	if (wait_ms > 0 && !AwaitLeaseEnd(job_id, lease, has_lease, wait_ms))
 		return;
 	Datum values[3] = {Int64GetDatum(job_id), lease, progress};

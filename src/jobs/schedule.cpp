@@ -20,6 +20,7 @@
 #include "guc.hpp"
 #include "jobs/cron_zone.hpp"
 #include "jobs/queue.hpp"
+#include "pg/citus.hpp"
 #include "pg/spi_plans.hpp"
 
 #include <algorithm>
@@ -61,6 +62,22 @@ spi::Statement kScheduleDue{
     " WHERE active AND next_run <= pg_catalog.now() ORDER BY next_run LIMIT 1 FOR UPDATE SKIP LOCKED",
     0,
     {}};
+
+/* The same, of the schedules whose queue is in the Citus shard $1 of
+ * pqrun.job_live ($2): on Citus, a node's schedules fire in the
+ * maintenance round of their queue's shard (pg/citus.hpp). */
+spi::Statement kScheduleDueInShard{
+    "due schedule in shard",
+    "SELECT name, key, job_type, payload, priority, queue, cron, run_every, next_run FROM pqrun.periodic"
+    " WHERE active AND next_run <= pg_catalog.now()"
+    "   AND pg_catalog.get_shard_id_for_distribution_column($2, queue) = $1"
+    " ORDER BY next_run LIMIT 1 FOR UPDATE SKIP LOCKED",
+    2,
+    {INT8OID, REGCLASSOID}};
+
+/* A schedule's queue, to find its shard on Citus. */
+spi::Statement kScheduleQueue{
+    "schedule queue", "SELECT queue FROM pqrun.periodic WHERE name = $1 AND key = $2", 2, {TEXTOID, TEXTOID}};
 
 spi::Statement kScheduleFired{"schedule fired",
                               "UPDATE pqrun.periodic SET last_run = next_run, last_job_id = $3, next_run = $4,"
@@ -464,6 +481,10 @@ void
 Upsert(const ScheduleArgs &args)
 {
 	Validate(args);
+	/* On Citus, a schedule lives on the node of its queue (the call is
+	 * delegated there), and fires in its shard's rounds. */
+	if (citus::JobTablesDistributed())
+		citus::EnterQueue(TextDatumGetCString(args.value[kQueue]));
 	Datum values[10] = {args.value[kName],     args.value[kKey],
 	                    args.value[kJobType],  args.value[kPayload],
 	                    args.value[kPriority], args.value[kQueue],
@@ -479,6 +500,17 @@ bool
 Remove(Datum name, Datum key)
 {
 	Datum values[2] = {name, key};
+	if (citus::JobTablesDistributed() && !citus::InShards()) {
+		/* Its queue's shard scopes the removal; this node's own table
+		 * says which (the statements refuse before a scope). */
+		int rc = SPI_execute_with_args(stmts::kScheduleQueue.sql, 2, stmts::kScheduleQueue.argtypes, values, nullptr,
+		                               true, 1);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "pqrun: looking up schedule's queue failed: %s", SPI_result_code_string(rc));
+		if (SPI_processed == 0)
+			return false;
+		citus::EnterQueue(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	}
 	return Exec(stmts::kScheduleRemove, values, nullptr, SPI_OK_DELETE) > 0;
 }
 
@@ -491,7 +523,11 @@ FireDue()
 	int64 fired = 0;
 	for (int i = 0; i < kFireBatch; i++) {
 		MemoryContextSwitchTo(fire_context);
-		if (Exec(stmts::kScheduleDue, nullptr, nullptr, SPI_OK_SELECT) == 0)
+		if (citus::InShards()) {
+			Datum values[2] = {Int64GetDatum(citus::ShardOf()), ObjectIdGetDatum(citus::JobLiveShell())};
+			if (Exec(stmts::kScheduleDueInShard, values, nullptr, SPI_OK_SELECT) == 0)
+				break;
+		} else if (Exec(stmts::kScheduleDue, nullptr, nullptr, SPI_OK_SELECT) == 0)
 			break;
 		DueRow row = CopyDueRow();
 		SPI_freetuptable(SPI_tuptable);

@@ -78,11 +78,96 @@ AsInstalled(const char *sql)
 	return sql;
 }
 
+/* ---- Statements on Citus shards (citus.hpp) ---- */
+
+constexpr const char *kJobTables[] = {"job_live", "job_done"};
+
+/* ShardedSql answers `sql` naming the transaction's shards instead of
+ * pqrun.job_live and pqrun.job_done (not their partitions, whose names go
+ * on), and the enqueue's dedupe conflict by the index that includes the
+ * queue, as on shards it must. */
+const char *
+ShardedSql(const char *sql)
+{
+	StringInfoData out;
+	initStringInfo(&out);
+	for (const char *at = sql; *at != '\0';) {
+		bool replaced = false;
+		for (const char *table : kJobTables) {
+			size_t n = strlen("pqrun.") + strlen(table);
+			if (strncmp(at, "pqrun.", 6) == 0 && strncmp(at + 6, table, strlen(table)) == 0 &&
+			    !(isalnum(static_cast<unsigned char>(at[n])) || at[n] == '_')) {
+				appendStringInfo(&out, "pqrun.%s", citus::Scoped(table));
+				at += n;
+				replaced = true;
+				break;
+			}
+		}
+		if (!replaced)
+			appendStringInfoChar(&out, *at++);
+	}
+	const char *sharded = ReplaceAll(out.data, "ON CONFLICT (dedupe_key)", "ON CONFLICT (dedupe_key, queue)");
+	/* Citus makes shards without sequence defaults (it evaluates them on
+	 * the distributed table before it routes a row), so an insert into a
+	 * shard names the id the distributed table's default would give. */
+	char insert[NAMEDATALEN + 64];
+	snprintf(insert, sizeof(insert), "INSERT INTO pqrun.%s AS j (", citus::Scoped("job_live"));
+	if (strstr(sharded, insert) == nullptr)
+		return sharded;
+	const char *id = "pg_catalog.nextval('pqrun.job_id_seq'), ";
+	const char *with_id = ReplaceAll(sharded, insert, psprintf("%sid, ", insert));
+	const char *values = ReplaceAll(with_id, " VALUES (", psprintf(" VALUES (%s", id));
+	if (strcmp(values, with_id) == 0)
+		values = ReplaceAll(with_id, " SELECT 'READY', ", psprintf(" SELECT %s'READY', ", id));
+	if (strcmp(values, with_id) == 0)
+		elog(ERROR, "pqrun: an insert into job_live has no VALUES or SELECT to add its id to");
+	return values;
+}
+
+struct ShardPlanKey {
+	const Statement *stmt;
+	int64 shard;
+};
+struct ShardPlan {
+	ShardPlanKey key;
+	SPIPlanPtr plan;
+};
+HTAB *shard_plans = nullptr;
+
+SPIPlanPtr
+ShardPlanFor(Statement &stmt)
+{
+	if (shard_plans == nullptr) {
+		HASHCTL ctl{};
+		ctl.keysize = sizeof(ShardPlanKey);
+		ctl.entrysize = sizeof(ShardPlan);
+		ctl.hcxt = CacheMemoryContext;
+		shard_plans = hash_create("pqrun shard plans", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	ShardPlanKey key{&stmt, citus::ShardOf()};
+	bool found;
+	auto *entry = static_cast<ShardPlan *>(hash_search(shard_plans, &key, HASH_ENTER, &found));
+	if (!found)
+		entry->plan = nullptr;
+	if (entry->plan == nullptr) {
+		const char *sql = ShardedSql(AsInstalled(stmt.sql));
+		SPIPlanPtr plan = SPI_prepare_cursor(sql, stmt.nargs, stmt.argtypes, CURSOR_OPT_GENERIC_PLAN);
+		if (plan == nullptr)
+			elog(ERROR, "pqrun: could not prepare \"%s\" on a shard: %s", stmt.name, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "pqrun: could not keep plan \"%s\"", stmt.name);
+		entry->plan = plan;
+	}
+	return entry->plan;
+}
+
 SPIPlanPtr
 PlanFor(Statement &stmt)
 {
 	/* Every statement pqrun runs passes here, each time it runs. */
 	citus::RefuseDistributed();
+	if (citus::InShards())
+		return ShardPlanFor(stmt);
 	/* An adapted plan is given up as soon as ALTER EXTENSION UPDATE has
 	 * run: its statement would leave holder_started behind holder_pid, or
 	 * a job's progress behind when it finishes. */

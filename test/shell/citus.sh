@@ -5,13 +5,24 @@
 # test/lib/citus.sh; skipped, exit status 77, before PostgreSQL 16 and
 # where there is no source).
 #
-# What it proves: CREATE EXTENSION pqrun on the coordinator reaches every
-# node, and each node runs pqrun on its own tables (its jobs, its
-# maintenance worker, each job handed out once); the job tables as Citus
-# tables are never written below the executor: with them distributed by
-# queue, every public function refuses with 0A000 (never XX, never a
-# crash), the shells stay empty, and the maintenance workers leave them
-# alone.
+# What it proves, in database app: CREATE EXTENSION pqrun on the
+# coordinator reaches every node, and each node runs pqrun on its own
+# tables (its jobs, its maintenance worker, each job handed out once);
+# pqrun.distribute() refuses while workers hold jobs of their own (and, in
+# dist, while the coordinator has a schedule).
+#
+# In database dist, after pqrun.distribute() (README, "Running on Citus"):
+# enqueues through the coordinator are delegated to the node that holds
+# their queue and written into its shard (the shells stay empty, ids are
+# unique across the nodes); eight clients drain eight queues spread over
+# both workers, each on its queue's node, with rollbacks, each job handed
+# out once per attempt; a long poll on a worker is woken by an enqueue
+# through the coordinator; each worker's maintenance worker rescues the
+# jobs of an exited holder on its shards; a worker stopped (immediate) and
+# started again while clients run on both: its queues pause, the other's
+# go on, nothing is lost or doubled; what the design cannot do (a pickup
+# without queues or of another node's queue, dependencies, schedules, the
+# calls of a whole database) refuses with 0A000, never XX, never a crash.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/cluster.sh"
@@ -43,6 +54,9 @@ cat "$repo/test/pqrun.conf" >"$conf"
 	# Citus commits a change on several nodes with two-phase commit.
 	echo "max_prepared_transactions = 20"
 	echo "pqrun.reap_interval = '200ms'"
+	# A worker is stopped (immediate) under load: what it answered as
+	# committed must be there when it is back.
+	echo "synchronous_commit = on"
 } >>"$conf"
 for i in 0 1 2; do
 	cluster_init "$top/${nodes[$i]}" $((base + i)) "$conf"
@@ -53,7 +67,7 @@ done
 q() {
 	local i=$1
 	shift
-	psql -X -qtA -v ON_ERROR_STOP=1 -h "$top/${nodes[$i]}" -p $((base + i)) -U postgres -d app "$@"
+	psql -X -qtA -v ON_ERROR_STOP=1 -h "$top/${nodes[$i]}" -p $((base + i)) -U postgres -d "${db:-app}" "$@"
 }
 fail() {
 	echo "FAIL: $*"
@@ -61,14 +75,19 @@ fail() {
 	exit 1
 }
 
+# cluster_db DB: database DB on the three nodes, Citus and pqrun in it.
+cluster_db() {
+	for i in 0 1 2; do
+		psql -X -q -h "$top/${nodes[$i]}" -p $((base + i)) -U postgres -d postgres -c "CREATE DATABASE $1"
+		db=$1 q $i -c "CREATE EXTENSION citus"
+	done
+	db=$1 q 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', $base)" \
+		-c "SELECT citus_add_node('127.0.0.1', $((base + 1)))" \
+		-c "SELECT citus_add_node('127.0.0.1', $((base + 2)))" >/dev/null
+	db=$1 q 0 -c "CREATE EXTENSION pqrun"
+}
 echo "-- a cluster of three, pqrun created on the coordinator"
-for i in 0 1 2; do
-	psql -X -q -h "$top/${nodes[$i]}" -p $((base + i)) -U postgres -d postgres -c "CREATE DATABASE app"
-	q $i -c "CREATE EXTENSION citus"
-done
-q 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', $base)" \
-	-c "SELECT citus_add_node('127.0.0.1', $((base + 1)))" -c "SELECT citus_add_node('127.0.0.1', $((base + 2)))" >/dev/null
-q 0 -c "CREATE EXTENSION pqrun"
+cluster_db app
 version=$(sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" "$repo/pqrun.control")
 for i in 0 1 2; do
 	got=$(q $i -c "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'")
@@ -109,52 +128,280 @@ done
 got=$(q 0 -c "SELECT count(*) FROM pqrun.jobs")
 [ "$got" = 0 ] || fail "the coordinator has $got jobs of the workers"
 
-echo "-- job tables distributed by queue: every function refuses with 0A000, nothing is written"
-q 0 -c "ALTER TABLE pqrun.job_live DROP CONSTRAINT job_live_pkey, ADD PRIMARY KEY (id, queue)" \
-	-c "DROP INDEX pqrun.job_live_dedupe" \
-	-c "CREATE UNIQUE INDEX job_live_dedupe ON pqrun.job_live (dedupe_key, queue) WHERE dedupe_key IS NOT NULL" \
-	-c "SELECT create_distributed_table('pqrun.job_live', 'queue', shard_count := 4)" \
-	-c "SELECT create_distributed_table('pqrun.job_done', 'queue', colocate_with := 'pqrun.job_live')" >/dev/null
-calls=(
-	"SELECT pqrun.enqueue('t', queue => 'q1')"
-	"SELECT pqrun.enqueue_batch('[{\"job_type\": \"t\"}]')"
-	"SELECT * FROM pqrun.pickup('w')"
-	"SELECT * FROM pqrun.pickup('w', queues => '{q1}', wait => '1 second')"
-	"SELECT pqrun.mark_done(1)"
-	"SELECT pqrun.mark_done_batch('{1,2}')"
-	"SELECT * FROM pqrun.mark_done_and_pickup('w', '{1}')"
-	"SELECT pqrun.mark_error(1, 'e')"
-	"SELECT pqrun.heartbeat(1)"
-	"SELECT pqrun.release(1)"
-	"SELECT pqrun.snooze(1, '1 minute')"
-	"SELECT pqrun.cancel(1)"
-	"SELECT pqrun.retry(1)"
-	"SELECT pqrun.purge('1 day')"
-	"SELECT pqrun.reap_stale()"
-	"SELECT pqrun.run_maintenance()"
-	"CALL pqrun.await_jobs(wait => '1 second')"
-	"SELECT pqrun.schedule('s', 't', run_every => '1 minute')"
-)
-for i in 0 1 2; do
-	for call in "${calls[@]}"; do
-		state=$(psql -X -qtA -h "$top/${nodes[$i]}" -p $((base + i)) -U postgres -d app \
-			-c "\\set VERBOSITY sqlstate" -c "$call" 2>&1 >/dev/null || true)
-		[ "$state" = "ERROR:  0A000" ] || fail "[$call] on ${nodes[$i]} answered [$state], not 0A000"
-	done
-done
-got=$(q 0 -c "SELECT pg_relation_size('pqrun.job_live') + pg_relation_size('pqrun.job_done_default')")
-[ "$got" = 0 ] || fail "the coordinator's shells hold $got bytes"
-got=$(q 0 -c "SELECT count(*) FROM pqrun.jobs")
-[ "$got" = 0 ] || fail "the shards hold $got jobs"
+# state NODE SQL: the SQLSTATE SQL ends with on NODE, "ok" when none.
+state() {
+	local out
+	out=$(psql -X -qtA -h "$top/${nodes[$1]}" -p $((base + $1)) -U postgres -d "${db:-app}" \
+		-c "\\set VERBOSITY sqlstate" -c "$2" 2>&1 >/dev/null | grep -m1 '^ERROR' || true)
+	[ -z "$out" ] && echo ok || echo "${out#ERROR:  }"
+}
 
-echo "-- the maintenance workers leave the distributed tables alone"
-errors() { cat "$top"/*/server.log | grep -c "ERROR" || true; }
-before=$(errors)
-sleep 1
-after=$(errors)
-[ "$before" = "$after" ] || fail "errors logged while only the workers ran: $before then $after"
+echo "-- pqrun.distribute() refuses while workers hold jobs of their own"
+got=$(state 0 "SELECT pqrun.distribute(8)")
+[ "$got" = 55000 ] || fail "distribute() with jobs on the workers answered [$got]"
+got=$(q 0 -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pqrun.%'")
+[ "$got" = 0 ] || fail "a refused distribute() distributed $got tables"
+
+echo "-- database dist: pqrun.distribute() spreads the queues over the workers"
+db=dist
+cluster_db dist
+got=$(state 1 "SELECT pqrun.distribute(8)")
+[ "$got" = 0A000 ] || fail "distribute() on a worker answered [$got]"
+q 0 -c "SELECT pqrun.schedule('early', 't', run_every => '1 hour')" >/dev/null
+got=$(state 0 "SELECT pqrun.distribute(8)")
+[ "$got" = 55000 ] || fail "distribute() with a schedule on the coordinator answered [$got]"
+q 0 -c "SELECT pqrun.unschedule('early')" >/dev/null
+q 0 -c "SELECT pqrun.distribute(8)" >/dev/null
+got=$(state 0 "SELECT pqrun.distribute(8)")
+[ "$got" = ok ] || fail "a second distribute() answered [$got]"
+# Four queues, two on each worker.
+queues=() qnode=() n1=0 n2=0
+for k in $(seq 1 100); do
+	i=$(($(q 0 -c "SELECT port FROM pqrun.queue_node('q$k')") - base))
+	if { [ $i = 1 ] && [ $n1 -lt 2 ] && n1=$((n1 + 1)); } || { [ $i = 2 ] && [ $n2 -lt 2 ] && n2=$((n2 + 1)); }; then
+		queues+=("q$k")
+		qnode+=("$i")
+	fi
+	[ ${#queues[@]} = 4 ] && break
+done
+[ ${#queues[@]} = 4 ] || fail "no two queues on each worker among q1..q100"
+echo "queues ${queues[*]} on nodes ${qnode[*]}"
+
+echo "-- enqueues through the coordinator are delegated to their queue's node"
+for j in 0 1 2 3; do
+	for n in $(seq 1 100); do
+		echo "SELECT pqrun.enqueue('t', '{\"n\": $n}', queue => '${queues[$j]}');"
+	done
+done >"$top/enqueue.sql"
+q 0 -f "$top/enqueue.sql" >"$top/enqueued"
+got=$(sort -u "$top/enqueued" | wc -l)
+[ "$got" = 400 ] || fail "400 enqueues answered $got distinct ids"
+got=$(q 0 -c "SELECT count(*), count(DISTINCT id), bool_and(id >= 1::bigint << 48) FROM pqrun.job_live")
+[ "$got" = "400|400|t" ] || fail "the shards hold [$got]"
 for i in 0 1 2; do
-	wait_for $i "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = 'app'" 1 5
+	got=$(q $i -c "SELECT pg_relation_size('pqrun.job_live') + pg_relation_size('pqrun.job_done_default')")
+	[ "$got" = 0 ] || fail "the shells on ${nodes[$i]} hold $got bytes"
+done
+# A delegated call is a lone SELECT of the function (or CALL).
+got=$(for k in 1 2; do q 0 -c "SELECT pqrun.enqueue('t', dedupe_key => 'k', queue => '${queues[0]}')"; done | sort -u | wc -l)
+[ "$got" = 1 ] || fail "a dedupe key in one queue gave $got jobs"
+got=$(state 0 "SELECT pqrun.enqueue('t', dedupe_key => 'k', queue => '${queues[0]}') + 1")
+[ "$got" = 0A000 ] || fail "an enqueue on the coordinator not delegated answered [$got]"
+id=$(q 0 -c "SELECT id FROM pqrun.job_live WHERE dedupe_key = 'k'")
+got=$(state "${qnode[0]}" "SELECT pqrun.cancel($id)")
+[ "$got" = ok ] || fail "cancel on the queue's node answered [$got]"
+
+echo "-- what a queue-sharded cluster cannot do refuses with 0A000"
+other=$((3 - qnode[0]))
+checks=(
+	"0|SELECT * FROM pqrun.pickup('w', queues => '{${queues[0]}}')|0A000"
+	"${qnode[0]}|SELECT * FROM pqrun.pickup('w')|0A000"
+	"$other|SELECT * FROM pqrun.pickup('w', queues => '{${queues[0]}}')|0A000"
+	"${qnode[0]}|SELECT pqrun.enqueue('t', queue => '${queues[0]}', depends_on => '{1}')|0A000"
+	"${qnode[0]}|SELECT pqrun.run_maintenance()|0A000"
+	"${qnode[0]}|SELECT pqrun.purge('1 day')|0A000"
+	"${qnode[0]}|SELECT pqrun.reap_stale()|0A000"
+	"${qnode[0]}|CALL pqrun.await_jobs(wait => '1 second')|0A000"
+	"0|SELECT pqrun.mark_done(1)|P0002"
+	"${qnode[0]}|SELECT pqrun.mark_done(1)|P0002"
+	"0|SELECT pqrun.distribute(0)|22023"
+)
+for check in "${checks[@]}"; do
+	IFS='|' read -r i call want <<<"$check"
+	got=$(state "$i" "$call")
+	[ "$got" = "$want" ] || fail "[$call] on ${nodes[$i]} answered [$got], not $want"
+done
+
+echo "-- eight clients drain the four queues on their nodes, with rollbacks and retries"
+rm -f "$top"/claims.* "$top/client_errors"
+# drain CLIENT QUEUE NODE: claims and finishes until the queue is empty;
+# every fourth pickup is rolled back, and a job whose n ends in 0 fails its
+# first attempt (retried at once).
+drain() {
+	local c=$1 qn=$2 i=$3 k=0 out
+	while :; do
+		k=$((k + 1))
+		if [ $((k % 4)) = 0 ]; then
+			q "$i" -c "BEGIN" -c "SELECT count(*) FROM pqrun.pickup('c$c', queues => '{$qn}', batch_size => 3)" \
+				-c "ROLLBACK" >/dev/null || echo "client $c: rollback failed" >>"$top/client_errors"
+			continue
+		fi
+		out=$(q "$i" -c "SELECT p.id || ':' || p.attempts || ':' || CASE
+			WHEN (p.payload->>'n')::int % 10 = 0 AND p.attempts = 1
+			THEN pqrun.mark_error(p.id, 'once', lease_token => p.lease_token, retry_after => '0')::text
+			ELSE (pqrun.mark_done(p.id, NULL, p.lease_token) IS NULL)::text END
+			FROM pqrun.pickup('c$c', queues => '{$qn}', batch_size => 3) p") ||
+			{ echo "client $c: $out" >>"$top/client_errors"; return; }
+		[ -n "$out" ] || break
+		echo "$out" >>"$top/claims.$c"
+	done
+}
+for c in 0 1 2 3 4 5 6 7; do
+	drain $c "${queues[$((c % 4))]}" "${qnode[$((c % 4))]}" &
+done
+wait
+[ ! -s "$top/client_errors" ] || fail "clients failed: $(head -5 "$top/client_errors")"
+got=$(cat "$top"/claims.* | cut -d: -f1,2 | sort | uniq -d | head -3)
+[ -z "$got" ] || fail "jobs handed out twice in one attempt: $got"
+got=$(cat "$top"/claims.* | wc -l)
+[ "$got" = 440 ] || fail "$got claims, not 400 + 40 retries"
+got=$(q 0 -c "SELECT status, count(*), count(DISTINCT id), max(attempts) FROM pqrun.jobs
+	WHERE job_type = 't' AND dedupe_key IS NULL GROUP BY status")
+[ "$got" = "DONE|400|400|2" ] || fail "after the drain: [$got]"
+for i in 1 2; do
+	got=$(q $i -c "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction (aborted)'")
+	[ "$got" = 0 ] || fail "${nodes[$i]} has $got sessions in an aborted transaction"
+done
+
+echo "-- a long poll on a worker is woken by an enqueue through the coordinator"
+qn=${queues[1]} i=${qnode[1]}
+(
+	start=$(date +%s%3N)
+	id=$(q "$i" -c "SELECT p.id FROM pqrun.pickup('poll', queues => '{$qn}', wait => '20 s') p,
+		LATERAL pqrun.mark_done(p.id, NULL, p.lease_token)")
+	echo "$id $(($(date +%s%3N) - start))" >"$top/poll"
+) &
+sleep 1
+id=$(q 0 -c "SELECT pqrun.enqueue('poll', queue => '$qn')")
+wait
+read -r got ms <"$top/poll"
+[ "$got" = "$id" ] && [ "$ms" -lt 5000 ] || fail "the long poll answered [$got] after $ms ms, not job $id"
+
+echo "-- the other calls on one queue's jobs work on its node"
+qn=${queues[3]} i=${qnode[3]}
+for k in 1 2 3; do q 0 -c "SELECT pqrun.enqueue('more', queue => '$qn')" >/dev/null; done
+got=$(q "$i" -c "SELECT count(*) FROM pqrun.enqueue_batch('[{\"job_type\": \"more\", \"queue\": \"$qn\"},
+	{\"job_type\": \"more\", \"queue\": \"$qn\", \"dedupe_key\": \"m\"}]')")
+[ "$got" = 2 ] || fail "enqueue_batch on the queue's node answered [$got]"
+got=$(q "$i" -c "CALL pqrun.await_jobs(queues => '{$qn}', wait => '1 s')")
+[ "$got" = t ] || fail "await_jobs answered [$got]"
+# One session picks up and then calls on the jobs (their holder must stay).
+out=$(q "$i" <<SQL
+SELECT ids[1] AS a, ids[2] AS b, ids[3] AS c, ids[4] AS d, ids[5] AS e
+  FROM (SELECT array_agg(id ORDER BY id) AS ids FROM pqrun.pickup('o', queues => '{$qn}', batch_size => 5)) p \gset
+SELECT pqrun.heartbeat(:a);
+SELECT pqrun.release(:b);
+SELECT pqrun.snooze(:c, '0');
+SELECT pqrun.mark_error(:d, 'x', terminal => true);
+SELECT pqrun.mark_done_batch(ARRAY[:e]::bigint[]);
+SELECT count(*) FROM pqrun.mark_done_and_pickup('o', ARRAY[:a]::bigint[], queues => '{$qn}', batch_size => 5) p,
+	LATERAL pqrun.mark_done(p.id, NULL, p.lease_token);
+SELECT pqrun.retry(:d);
+SELECT pqrun.cancel(:d);
+\echo ids :a :b :c :d :e
+SQL
+)
+read -r _ a b c d e <<<"$(echo "$out" | grep '^ids ')"
+[ -n "$e" ] && [ "$(echo "$out" | grep -v '^ids ' | tail -n 1)" = t ] || fail "the calls on $qn's node answered [$out]"
+got=$(q 0 -c "SELECT string_agg(status::text, ',' ORDER BY id) FROM pqrun.jobs WHERE id IN ($a, $b, $c, $d, $e)")
+[ "$got" = DONE,DONE,DONE,CANCELLED,DONE ] || fail "after the calls on $qn's node: [$got]"
+# A pause made through the coordinator holds the queue on its node.
+id=$(q 0 -c "SELECT pqrun.enqueue('more', queue => '$qn')")
+got=$(q 0 -c "SELECT pqrun.pause_queue('$qn')")
+[ "$got" = t ] || fail "pause_queue through the coordinator answered [$got]"
+got=$(q "$i" -c "SELECT count(*) FROM pqrun.pickup('o', queues => '{$qn}')")
+[ "$got" = 0 ] || fail "a paused queue handed out $got jobs"
+q 0 -c "SELECT pqrun.resume_queue('$qn')" >/dev/null
+got=$(q "$i" -c "SELECT p.id FROM pqrun.pickup('o', queues => '{$qn}') p, LATERAL pqrun.mark_done(p.id, NULL, p.lease_token)")
+[ "$got" = "$id" ] || fail "the resumed queue handed out [$got], not $id"
+got=$(state "$i" "SELECT pqrun.enqueue_batch('[{\"job_type\": \"t\", \"queue\": \"$qn\"},
+	{\"job_type\": \"t\", \"queue\": \"${queues[0]}\"}]')")
+[ "$got" = 0A000 ] || fail "an enqueue_batch over two nodes' queues answered [$got]"
+
+echo "-- each worker's maintenance worker rescues the jobs of a holder that exited"
+for j in 0 2; do
+	q 0 -c "SELECT pqrun.enqueue('orphan', queue => '${queues[$j]}')" >/dev/null
+	q "${qnode[$j]}" -c "SELECT count(*) FROM pqrun.pickup('gone', queues => '{${queues[$j]}}')" >/dev/null
+done
+wait_for 0 "SELECT count(*) FILTER (WHERE status = 'READY' AND last_error LIKE 'orphaned%')
+	FROM pqrun.job_live WHERE job_type = 'orphan'" 2 10
+
+echo "-- schedules made through the coordinator fire once per slot, on their queue's node"
+for j in 0 2; do
+	q 0 -c "SELECT pqrun.schedule('tick', 'tick', run_every => '1 second', key => '${queues[$j]}', queue => '${queues[$j]}')" >/dev/null
+done
+start=$SECONDS
+sleep 4.5
+for j in 0 2; do
+	got=$(q "${qnode[$j]}" -c "SELECT pqrun.unschedule('tick', '${queues[$j]}')")
+	[ "$got" = t ] || fail "unschedule on ${nodes[${qnode[$j]}]} answered [$got]"
+done
+elapsed=$((SECONDS - start))
+for j in 0 2; do
+	# A slot fired twice (say, by two nodes) would make about twice as many.
+	n=$(q 0 -c "SELECT count(*) FROM pqrun.job_live WHERE job_type = 'tick' AND queue = '${queues[$j]}'")
+	[ "$n" -ge 3 ] && [ "$n" -le $((elapsed + 1)) ] || fail "${queues[$j]}'s schedule fired $n times in $elapsed s"
+done
+got=$(q 0 -c "SELECT count(*) FROM pqrun.periodic")
+[ "$got" = 0 ] || fail "the coordinator holds $got schedules"
+
+echo "-- retention on a worker deletes its shards' finished jobs"
+i=${qnode[0]}
+q "$i" -c "ALTER SYSTEM SET pqrun.retention = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for 0 "SELECT count(*) FROM pqrun.job_done WHERE queue IN ('${queues[0]}', '${queues[1]}')" 0 15
+got=$(q 0 -c "SELECT count(*) FROM pqrun.job_done WHERE queue IN ('${queues[2]}', '${queues[3]}')")
+[ "$got" -ge 200 ] || fail "worker2 kept [$got] finished jobs"
+q "$i" -c "ALTER SYSTEM RESET pqrun.retention" -c "SELECT pg_reload_conf()" >/dev/null
+
+echo "-- worker2 stopped and started again while clients run on both workers"
+rm -f "$top"/claims.* "$top/client_errors" "$top/produced"
+# produce QUEUE: enqueues through the coordinator for 6 s; a failed
+# enqueue (its node is down) is not counted.
+produce() {
+	local end=$((SECONDS + 6)) id
+	while [ $SECONDS -lt $end ]; do
+		id=$(q 0 -c "SELECT pqrun.enqueue('s', queue => '$1')" 2>/dev/null) && echo "$id" >>"$top/produced"
+	done
+}
+# consume CLIENT QUEUE NODE: claims and finishes for 8 s, then until the
+# queue is empty; errors while the node is down are retried.
+consume() {
+	local c=$1 qn=$2 i=$3 end=$((SECONDS + 8)) out
+	while :; do
+		if out=$(q "$i" -c "SELECT p.id || ':' || p.attempts || ':' || (pqrun.mark_done(p.id, NULL, p.lease_token) IS NULL)
+			FROM pqrun.pickup('s$c', queues => '{$qn}', batch_size => 2, wait => '200 ms') p" 2>/dev/null); then
+			[ -n "$out" ] && echo "$out" >>"$top/claims.$c"
+			[ -z "$out" ] && [ $SECONDS -ge $end ] && break
+		else
+			sleep 0.2
+			[ $SECONDS -ge $((end + 30)) ] && { echo "client $c: node $i not back" >>"$top/client_errors"; break; }
+		fi
+	done
+}
+for j in 0 1 2 3; do produce "${queues[$j]}" & done
+for c in 0 1 2 3; do consume $c "${queues[$c]}" "${qnode[$c]}" & done
+sleep 2
+cluster_stop "$top/worker2" immediate
+sleep 2
+# The queues of worker1 went on meanwhile.
+before=$(cat "$top"/claims.* 2>/dev/null | wc -l)
+sleep 1
+after=$(cat "$top"/claims.* 2>/dev/null | wc -l)
+[ "$after" -gt "$before" ] || fail "worker1's queues stopped while worker2 was down ($before, $after claims)"
+cluster_start "$top/worker2"
+wait
+[ ! -s "$top/client_errors" ] || fail "clients failed: $(head -5 "$top/client_errors")"
+# A job claimed when worker2 stopped is rescued (its holder is gone) and
+# claimed again by the client still running, or by this last drain.
+for j in 0 1 2 3; do
+	wait_for 0 "SELECT count(*) FROM pqrun.job_live WHERE job_type = 's' AND queue = '${queues[$j]}' AND status = 'RUNNING'" 0 10
+	q "${qnode[$j]}" -c "SELECT count(pqrun.mark_done(p.id, NULL, p.lease_token)) FROM
+		pqrun.pickup('last', queues => '{${queues[$j]}}', batch_size => 1000) p" >/dev/null
+done
+# Every job an enqueue answered is there, and done (an enqueue whose node
+# stopped after its commit, before its answer, leaves a job no one was
+# told of: done as well).
+produced=$(sort -u "$top/produced" | wc -l)
+got=$(q 0 -c "SELECT count(*) FILTER (WHERE id IN ($(sort -u "$top/produced" | paste -sd,))), count(*) FILTER (WHERE status <> 'DONE')
+	FROM pqrun.jobs WHERE job_type = 's'")
+[ "$got" = "$produced|0" ] || fail "$produced jobs enqueued; after the restart [$got] (of them there, not done)"
+got=$(cat "$top"/claims.* | cut -d: -f1,2 | sort | uniq -d | head -3)
+[ -z "$got" ] || fail "jobs handed out twice in one attempt: $got"
+echo "$produced jobs through the restart"
+
+echo "-- no crash, the maintenance workers up"
+for i in 0 1 2; do
+	wait_for $i "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname IN ('app', 'dist')" 2 10
 done
 for n in "${nodes[@]}"; do
 	! grep -E "PANIC|TRAP|terminated by signal" "$top/$n/server.log" || fail "$n logged a crash or an internal error"

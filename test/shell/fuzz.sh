@@ -319,7 +319,8 @@ INSERT INTO fuzz.allowed VALUES
 	('grant_producer', '{22023}'), ('grant_worker', '{22023}'), ('grant_monitor', '{22023}'),
 	('metrics', '{}'), ('pause_queue', '{22023}'), ('resume_queue', '{22023}'),
 	('set_concurrency_limit', '{22023}'), ('set_rate_limit', '{22023}'), ('set_key_limit', '{22023}'),
-	('set_key_rate_limit', '{22023}'), ('set', '{22023,55P02}'), ('other', '{22023,P0002,55000,54000}');
+	('set_key_rate_limit', '{22023}'), ('set', '{22023,55P02}'),
+	('distribute', '{22023,0A000,55000}'), ('queue_node', '{22023,0A000}'), ('other', '{22023,P0002,55000,54000}');
 
 /* A case: statements run in order in one subtransaction (placeholders
  * {name} and {name.tok} are the seed's ids and lease tokens); expect 'ok' or
