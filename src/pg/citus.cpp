@@ -133,7 +133,11 @@ Locate(const char *where, Oid argtype, Datum arg, Located *out)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pqrun: SPI_connect failed");
 	char *sql = psprintf("%s%s", kLocate, where);
+	/* A snapshot of now, not the statement's: taken after the metadata
+	 * lock, it sees the placement a move committed before releasing it. */
+	PushActiveSnapshot(GetLatestSnapshot());
 	int rc = SPI_execute_with_args(sql, 1, &argtype, &arg, nullptr, true, 1);
+	PopActiveSnapshot();
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "pqrun: locating a shard failed: %s", SPI_result_code_string(rc));
 	bool found = SPI_processed == 1;
@@ -218,9 +222,11 @@ Enter(const Located &at, const char *what)
 		RefuseOtherShards();
 	/* Citus's own writes take the shard group's metadata lock in SHARE
 	 * mode; a move takes it in EXCLUSIVE mode before it switches the
-	 * placement, and the old shard's writes after that would be lost. Once
-	 * it is held, the placement read is still right unless an invalidation
-	 * came since (a move that committed before). */
+	 * placement; the old shard stays until Citus drops it later, and writes
+	 * there would be lost (a job handed out again from the copy). Once the
+	 * lock is held, a placement read (with a snapshot of its time) is still
+	 * right unless an invalidation came since: a move sends its own before
+	 * it releases the lock. */
 	LOCKTAG tag;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(at.index), static_cast<uint32>(at.colocation), 8);
 	(void)LockAcquire(&tag, ShareLock, false, false);
@@ -260,6 +266,7 @@ ListLocal()
 	uint64 read_at = generation;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pqrun: SPI_connect failed");
+	PushActiveSnapshot(GetLatestSnapshot()); /* as Locate's */
 	int rc = SPI_execute("SELECT l.shardid, d.shardid FROM pg_catalog.pg_dist_shard l"
 	                     "  JOIN pg_catalog.pg_dist_shard d ON d.logicalrelid OPERATOR(pg_catalog.=) "
 	                     "'pqrun.job_done'::pg_catalog.regclass"
@@ -270,6 +277,7 @@ ListLocal()
 	                     "pg_catalog.pg_dist_local_group)"
 	                     " ORDER BY 1",
 	                     true, 0);
+	PopActiveSnapshot();
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "pqrun: listing this node's shards failed: %s", SPI_result_code_string(rc));
 	int count = static_cast<int>(SPI_processed);

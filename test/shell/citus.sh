@@ -20,7 +20,9 @@
 # through the coordinator; each worker's maintenance worker rescues the
 # jobs of an exited holder on its shards; a worker stopped (immediate) and
 # started again while clients run on both: its queues pause, the other's
-# go on, nothing is lost or doubled; what the design cannot do (a pickup
+# go on, nothing is lost or doubled; a shard moved to the other worker
+# (block_writes) while two clients drain its queue: they follow it, each
+# job done once; what the design cannot do (a pickup
 # without queues or of another node's queue, dependencies, schedules, the
 # calls of a whole database) refuses with 0A000, never XX, never a crash.
 set -euo pipefail
@@ -398,6 +400,49 @@ got=$(q 0 -c "SELECT count(*) FILTER (WHERE id IN ($(sort -u "$top/produced" | p
 got=$(cat "$top"/claims.* | cut -d: -f1,2 | sort | uniq -d | head -3)
 [ -z "$got" ] || fail "jobs handed out twice in one attempt: $got"
 echo "$produced jobs through the restart"
+
+echo "-- a shard moved to the other worker while clients drain its queue"
+qn=${queues[0]}
+rm -f "$top"/moved.* "$top/switched" "$top/client_errors"
+# follow CLIENT QUEUE: claims and finishes until the queue has no job left,
+# on the node that holds it, asking the coordinator again when told the
+# jobs are on another node.
+follow() {
+	local c=$1 qn=$2 i out
+	i=$(($(q 0 -c "SELECT port FROM pqrun.queue_node('$qn')") - base))
+	while :; do
+		if out=$(q "$i" -c "SELECT p.id || ':' || p.attempts || ':' || (pqrun.mark_done(p.id, NULL, p.lease_token) IS NULL)
+			FROM pqrun.pickup('m$c', queues => '{$qn}') p" 2>"$top/follow.$c.err"); then
+			[ -n "$out" ] && { echo "$out" >>"$top/moved.$c"; continue; }
+			[ "$(q 0 -c "SELECT count(*) FROM pqrun.job_live WHERE job_type = 'mv'")" = 0 ] && break
+			sleep 0.1
+		elif grep -q "on another node" "$top/follow.$c.err"; then
+			echo "$c" >>"$top/switched"
+			i=$(($(q 0 -c "SELECT port FROM pqrun.queue_node('$qn')") - base))
+		else
+			echo "client $c: $(cat "$top/follow.$c.err")" >>"$top/client_errors"
+			return
+		fi
+	done
+}
+for n in $(seq 1 600); do echo "SELECT pqrun.enqueue('mv', queue => '$qn');"; done | q 0 >/dev/null
+shard=$(q 0 -c "SELECT get_shard_id_for_distribution_column('pqrun.job_live', '$qn')")
+for c in 0 1; do follow $c "$qn" & done
+sleep 0.5
+# block_writes: Citus takes the shard group's metadata lock (EXCLUSIVE),
+# which waits for the clients' transactions (SHARE) and holds off the next.
+q 0 -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $((base + 1)), '127.0.0.1', $((base + 2)),
+	shard_transfer_mode => 'block_writes')" >/dev/null
+wait
+[ ! -s "$top/client_errors" ] || fail "clients failed: $(head -5 "$top/client_errors")"
+[ -s "$top/switched" ] || fail "no client was sent to the new node (the queue drained before the move?)"
+got=$(q 0 -c "SELECT port FROM pqrun.queue_node('$qn')")
+[ "$got" = $((base + 2)) ] || fail "$qn is on port [$got] after the move"
+got=$(cat "$top"/moved.* | cut -d: -f1,2 | sort | uniq -d | head -3)
+[ -z "$got" ] || fail "jobs handed out twice in one attempt across the move: $got"
+got=$(q 0 -c "SELECT count(*), count(*) FILTER (WHERE status = 'DONE' AND attempts = 1) FROM pqrun.jobs WHERE job_type = 'mv'")
+[ "$got" = "600|600" ] || fail "after the move: [$got] (jobs, done at the first attempt)"
+echo "$(sort -u "$top/switched" | wc -l) clients followed the move; $(cat "$top"/moved.* | wc -l) claims"
 
 echo "-- no crash, the maintenance workers up"
 for i in 0 1 2; do
