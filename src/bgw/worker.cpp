@@ -97,8 +97,15 @@ OverrideSessionDefaults()
 	/* A session's value, not an override: the history round's DDL waits
 	 * 100 ms at most by the SET clause of pqrun._history_round, which an
 	 * override would void (a worker waiting for job_done while a session
-	 * waits for the rows the round has locked is a deadlock). */
-	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+	 * waits for the rows the round has locked is a deadlock). Any other wait
+	 * of a round ends at half of deadlock_timeout (500 ms at most): a round
+	 * that waits while it holds locks a session then waits for (DROP
+	 * EXTENSION and TRUNCATE lock the job tables in another order) gives up
+	 * before that session's deadlock check would make it the victim, and
+	 * the next round tries again. */
+	char lock_timeout[32];
+	snprintf(lock_timeout, sizeof(lock_timeout), "%dms", Max(1, Min(500, DeadlockTimeout / 2)));
+	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_SESSION);
 }
 
 enum class Round { kDone, kNoExtension };
@@ -219,10 +226,17 @@ MaintenanceMain(Datum arg)
 		PG_CATCH();
 		{
 			MemoryContextSwitchTo(loop_context);
-			EmitErrorReport();
-			FlushErrorState();
+			ErrorData *edata = CopyErrorData();
+			if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
+				/* A wait given up (lock_timeout above): not a failure. */
+				FlushErrorState();
+				ereport(LOG, (errmsg("pqrun maintenance round put off: %s", edata->message)));
+			} else {
+				EmitErrorReport();
+				FlushErrorState();
+				failed = true;
+			}
 			AbortCurrentTransaction();
-			failed = true;
 		}
 		PG_END_TRY();
 		MemoryContextSwitchTo(TopMemoryContext);
