@@ -164,65 +164,6 @@ Seconds(int64 s)
 	return interval;
 }
 
-/* ApplyRetention removes the finished jobs that pqrun.retention and
- * pqrun.failed_retention no longer keep and answers how many: by dropping
- * the partitions of job_done that ended before (README, "History"), which
- * it also makes ahead of time, and by DELETE from job_done_default and of
- * FAILED jobs kept less long than the rest. An install from before 0.12.0
- * (one job_done table) deletes them all. */
-int64
-ApplyRetention()
-{
-	Oid done = get_relname_relid("job_done", get_namespace_oid("pqrun", false));
-	int64 failed_keep = pqrun_failed_retention < 0 ? pqrun_retention : pqrun_failed_retention;
-	int64 removed = 0;
-	if (citus::InShards()) {
-		if (pqrun_retention > 0) {
-			Datum values[3] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch),
-			                   PointerGetDatum(Seconds(failed_keep))};
-			removed = NoteRemoved(Exec(stmts::kShardRetention, values, failed_keep == 0 ? "  n" : nullptr,
-			                           SPI_OK_SELECT));
-		}
-		return removed;
-	}
-	if (get_rel_relkind(done) != RELKIND_PARTITIONED_TABLE) {
-		if (pqrun_retention > 0) {
-			Datum values[2] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch)};
-			removed = NoteRemoved(Exec(stmts::kRetention, values, nullptr, SPI_OK_SELECT));
-		}
-		return removed;
-	}
-	Exec(compat::InBackgroundWorker() ? stmts::kRetentionTurnIfFree : stmts::kRetentionTurn, nullptr, nullptr, SPI_OK_SELECT);
-	if (!ColBool(0, 1))
-		return 0;
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	Datum values[5] = {TimestampTzGetDatum(now), PointerGetDatum(Seconds(pqrun_history_interval)),
-	                   Int32GetDatum(kPartitionsAhead), 0, 0};
-	char nulls[6] = "   nn";
-	if (pqrun_retention > 0) {
-		values[3] = TimestampTzGetDatum(now - pqrun_retention * USECS_PER_SEC);
-		nulls[3] = ' ';
-		if (failed_keep == 0 || failed_keep > pqrun_retention) {
-			values[4] = TimestampTzGetDatum(failed_keep == 0 ? DT_NOBEGIN : now - failed_keep * USECS_PER_SEC);
-			nulls[4] = ' ';
-		}
-	}
-	/* The DELETEs first: once the round has changed partitions, job_done
-	 * stays locked until the commit, and nothing after it may wait for a
-	 * row a session holds while that session waits for job_done. */
-	Datum batch = Int32GetDatum(kRetentionBatch);
-	if (pqrun_retention > 0) {
-		Datum keep[2] = {PointerGetDatum(Seconds(pqrun_retention)), batch};
-		removed += NoteRemoved(Exec(stmts::kRetentionDefault, keep, nullptr, SPI_OK_SELECT));
-	}
-	if (failed_keep > 0) {
-		Datum keep[2] = {PointerGetDatum(Seconds(failed_keep)), batch};
-		removed += NoteRemoved(Exec(stmts::kRetentionFailed, keep, nullptr, SPI_OK_SELECT));
-	}
-	removed += NoteRemoved(Exec(stmts::kHistoryRound, values, nulls, SPI_OK_SELECT));
-	return removed;
-}
-
 /* HolderAlive answers whether the session that holds a running job, the
  * backend with process id `pid` that started at `started` (NULL for claims
  * made before 0.5.0), is still there. A live process id alone does not say
@@ -293,8 +234,67 @@ RescueOrphans()
 
 } // namespace
 
+/* ApplyRetention removes the finished jobs that pqrun.retention and
+ * pqrun.failed_retention no longer keep and answers how many: by dropping
+ * the partitions of job_done that ended before (README, "History"), which
+ * it also makes ahead of time, and by DELETE from job_done_default and of
+ * FAILED jobs kept less long than the rest. An install from before 0.12.0
+ * (one job_done table) deletes them all. */
+int64
+ApplyRetention()
+{
+	Oid done = get_relname_relid("job_done", get_namespace_oid("pqrun", false));
+	int64 failed_keep = pqrun_failed_retention < 0 ? pqrun_retention : pqrun_failed_retention;
+	int64 removed = 0;
+	if (citus::InShards()) {
+		if (pqrun_retention > 0) {
+			Datum values[3] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch),
+			                   PointerGetDatum(Seconds(failed_keep))};
+			removed = NoteRemoved(Exec(stmts::kShardRetention, values, failed_keep == 0 ? "  n" : nullptr,
+			                           SPI_OK_SELECT));
+		}
+		return removed;
+	}
+	if (get_rel_relkind(done) != RELKIND_PARTITIONED_TABLE) {
+		if (pqrun_retention > 0) {
+			Datum values[2] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch)};
+			removed = NoteRemoved(Exec(stmts::kRetention, values, nullptr, SPI_OK_SELECT));
+		}
+		return removed;
+	}
+	Exec(compat::InBackgroundWorker() ? stmts::kRetentionTurnIfFree : stmts::kRetentionTurn, nullptr, nullptr, SPI_OK_SELECT);
+	if (!ColBool(0, 1))
+		return 0;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	Datum values[5] = {TimestampTzGetDatum(now), PointerGetDatum(Seconds(pqrun_history_interval)),
+	                   Int32GetDatum(kPartitionsAhead), 0, 0};
+	char nulls[6] = "   nn";
+	if (pqrun_retention > 0) {
+		values[3] = TimestampTzGetDatum(now - pqrun_retention * USECS_PER_SEC);
+		nulls[3] = ' ';
+		if (failed_keep == 0 || failed_keep > pqrun_retention) {
+			values[4] = TimestampTzGetDatum(failed_keep == 0 ? DT_NOBEGIN : now - failed_keep * USECS_PER_SEC);
+			nulls[4] = ' ';
+		}
+	}
+	/* The DELETEs first: once the round has changed partitions, job_done
+	 * stays locked until the commit, and nothing after it may wait for a
+	 * row a session holds while that session waits for job_done. */
+	Datum batch = Int32GetDatum(kRetentionBatch);
+	if (pqrun_retention > 0) {
+		Datum keep[2] = {PointerGetDatum(Seconds(pqrun_retention)), batch};
+		removed += NoteRemoved(Exec(stmts::kRetentionDefault, keep, nullptr, SPI_OK_SELECT));
+	}
+	if (failed_keep > 0) {
+		Datum keep[2] = {PointerGetDatum(Seconds(failed_keep)), batch};
+		removed += NoteRemoved(Exec(stmts::kRetentionFailed, keep, nullptr, SPI_OK_SELECT));
+	}
+	removed += NoteRemoved(Exec(stmts::kHistoryRound, values, nulls, SPI_OK_SELECT));
+	return removed;
+}
+
 Counts
-Run()
+RunLive()
 {
 	Counts counts{};
 	/* On a Citus shard (pg/citus.hpp): ids come from this node's range,
@@ -328,6 +328,13 @@ Run()
 	 * (a manual UPDATE, say) is found within a round. */
 	if (!shard && Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
 		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
+	return counts;
+}
+
+Counts
+Run()
+{
+	Counts counts = RunLive();
 	/* Last: a partition dropped keeps job_done locked until the commit. */
 	counts.purged = ApplyRetention();
 	return counts;

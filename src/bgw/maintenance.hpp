@@ -15,7 +15,13 @@ struct Counts {
 	int64 purged;
 };
 
-/* Run does one round in the current transaction; SPI must be connected. */
+/* Run does one round in the current transaction; SPI must be connected:
+ * RunLive's steps on job_live (reaping, orphan rescue, schedules,
+ * unblocking, promotion), then ApplyRetention's. The worker commits between
+ * the two, so that the rows the first part promoted or requeued are not
+ * held locked (a pickup skips them) while retention takes its time. */
 Counts Run();
+Counts RunLive();
+int64 ApplyRetention();
 
 } // namespace pqrun::maintenance

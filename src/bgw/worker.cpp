@@ -1,12 +1,12 @@
 /* src/bgw/worker.cpp — the per-database maintenance worker.
  *
  * Started by the launcher with its slot index. Every pqrun.reap_interval it
- * runs one maintenance round (maintenance::Run, the same code as
- * pqrun.run_maintenance()) in its own transaction. It leaves cleanly when
- * the extension is not (or no longer) installed, or when asked to step aside
- * for DROP DATABASE and friends. An error in a round is logged, the
- * transaction aborted, and the next round waits longer (up to a minute) so a
- * persistent error neither spins nor floods the log.
+ * runs one maintenance round (the same code as pqrun.run_maintenance(), in
+ * two transactions). It leaves cleanly when the extension is not (or no
+ * longer) installed, or when asked to step aside for DROP DATABASE and
+ * friends. An error in a round is logged, the transaction aborted, and the
+ * next round waits longer (up to a minute) so a persistent error neither
+ * spins nor floods the log; a lock wait given up is not an error.
  */
 #include "guc.hpp"
 #include "bgw/bgw.hpp"
@@ -110,60 +110,64 @@ OverrideSessionDefaults()
 
 enum class Round { kDone, kNoExtension };
 
-/* RunShardRounds does, on Citus (pg/citus.hpp), a round for each shard of
- * pqrun.job_live this node holds, each in a transaction of its own, so
- * that each shard has its round on one node: the one that holds it. Called
- * in a transaction; returns in a new one. */
+/* RoundStep is one part of a round (maintenance.hpp), in a transaction of
+ * its own; on Citus, on shard `shard` (0: the node's own tables). */
 void
-RunShardRounds()
+RoundStep(int64 shard, bool live)
 {
-	pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
-	int n;
-	int64 *listed = citus::LocalShards(&n);
-	auto *shards = static_cast<int64 *>(MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1)));
-	memcpy(shards, listed, sizeof(int64) * n);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	for (int i = 0; i < n; i++) {
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "pqrun: SPI_connect failed");
-		citus::EnterShard(shards[i]);
-		maintenance::Run();
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	pfree(shards);
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+	if (shard != 0)
+		citus::EnterShard(shard);
+	if (live)
+		maintenance::RunLive();
+	else
+		maintenance::ApplyRetention();
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
 }
 
-/* RunRound does one maintenance round in its own transaction. */
+/* RunRound does one maintenance round, each part in a transaction of its
+ * own (maintenance.hpp). On Citus (pg/citus.hpp) it does one for each shard
+ * of pqrun.job_live this node holds, so that each shard has its round on
+ * one node: the one that holds it. */
 Round
 RunRound()
 {
+	MemoryContext round_context = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	Round result = Round::kDone;
-	if (!OidIsValid(get_extension_oid("pqrun", true))) {
-		result = Round::kNoExtension;
-	} else if (pqrun_enabled && citus::JobTablesDistributed()) {
-		RunShardRounds();
-	} else if (pqrun_enabled) {
-		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "pqrun: SPI_connect failed");
-		maintenance::Run();
-		SPI_finish();
+	bool installed = OidIsValid(get_extension_oid("pqrun", true));
+	bool distributed = installed && pqrun_enabled && citus::JobTablesDistributed();
+	int n = 0;
+	int64 *shards = nullptr;
+	if (distributed) {
+		int64 *listed = citus::LocalShards(&n);
+		shards = static_cast<int64 *>(MemoryContextAlloc(round_context, sizeof(int64) * Max(n, 1)));
+		memcpy(shards, listed, sizeof(int64) * n);
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (!installed)
+		return Round::kNoExtension;
+	if (pqrun_enabled) {
+		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
+		if (!distributed) {
+			RoundStep(0, true);
+			RoundStep(0, false);
+		}
+		for (int i = 0; i < n; i++) {
+			RoundStep(shards[i], true);
+			RoundStep(shards[i], false);
+		}
+	}
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
-	return result;
+	return Round::kDone;
 }
 
 void

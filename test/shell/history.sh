@@ -17,7 +17,9 @@
 #      job_done_default only, a partition that ended before the retention
 #      is dropped, pqrun.failed_retention deletes FAILED jobs.
 #      A round that waits for a lock in vain stops there, the worker's
-#      as well, and a round never waits while it holds job_done.
+#      as well, and a round never waits while it holds job_done; the
+#      jobs a round made runnable are claimable while its retention
+#      waits.
 #   4. The first partition made under load (reproduces the failure of
 #      flow_control.sh and keys.sh on the first version: a finish routed to
 #      the default partition before a round attached the partition for its
@@ -112,14 +114,16 @@ check "the retries of the jobs that went, too" 0 "SELECT count(*) FROM pqrun.att
 check "five partitions, all ahead (those of tomorrow and after, those of the round's day and after)" 5 \
 	"SELECT count(*) FROM pqrun._history_partitions() AS p WHERE p.lo > now()"
 echo "-- 3. the settings as the workers read them"
+# The settings first: a round with the default retention (7 days) would
+# delete the FAILED jobs below at once.
+psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.retention = '5min'" -c "ALTER SYSTEM SET pqrun.failed_retention = '90d'" \
+	-c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
 # job_done_default holds jobs of times no partition covers (a restore, say).
 q -c "INSERT INTO pqrun.job_done_default (id, status, priority, attempts, max_attempts, run_after, finished_at,
                                           created_at, updated_at, queue, job_type, payload)
       SELECT -g, CASE WHEN g % 2 = 0 THEN 'DONE' ELSE 'FAILED' END::pqrun.job_status, 0, 1, 1, now(),
              now() - interval '60 days', now(), now(), 'old', 'old', '{}' FROM generate_series(1, 10) AS g" >/dev/null
-psql -X -q -d postgres -c "ALTER SYSTEM SET pqrun.retention = '5min'" -c "ALTER SYSTEM SET pqrun.failed_retention = '90d'" \
-	-c "SELECT pg_reload_conf()" >/dev/null
-sleep 0.5
 q -c "SELECT pqrun.run_maintenance()" >/dev/null
 check "pqrun.retention deletes what job_done_default holds past it, but FAILED jobs kept longer" "5 FAILED" \
 	"SELECT count(*) || ' ' || min(status::text) FROM pqrun.job_done WHERE job_type = 'old'"
@@ -206,6 +210,26 @@ assert "at once ($took ms)" [ "$took" -lt 500 ]
 check "the round made no partition while the session had job_done read" 0 "$partitions"
 psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
 assert "and the worker makes them after its commit" wait_for 10 t "SELECT count(*) >= 3 FROM pqrun._history_partitions()"
+
+# A round commits what it did on job_live before it applies retention
+# (reproduces a failure of keys.sql: a pickup just after a delayed job fell
+# due came back empty, the job READY just after: a round had promoted it,
+# and held the row locked, skipped by the pickup, until the end of its
+# retention). Here a session holds job_done_default in SHARE mode, which
+# retention's DELETE waits for; once a round that began after the job fell
+# due waits there, a pickup gets the job (before: nothing, the row locked
+# by the round, which then gave up its wait and rolled back the promotion).
+due=$(q -c "SELECT pqrun.enqueue('due_in_round', run_after => clock_timestamp() + interval '0.2 s')" \
+	-c "SELECT run_after FROM pqrun.job_live WHERE job_type = 'due_in_round'" | tail -n 1)
+q -c "BEGIN" -c "LOCK TABLE pqrun.job_done_default IN SHARE MODE" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+locker=$!
+assert "a round that began after the job fell due waits in retention" wait_for 3 t \
+	"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = current_database()
+	    AND wait_event_type = 'Lock' AND state_change > '$due'"
+check "a pickup meanwhile gets the job the round made runnable" due_in_round \
+	"SELECT job_type FROM pqrun.pickup('w', job_types => ARRAY['due_in_round'])"
+wait "$locker"
+q -c "SELECT pqrun.cancel(id) FROM pqrun.jobs WHERE job_type = 'due_in_round'" >/dev/null
 
 echo "-- 4. the first partition made under load"
 psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null || exit 1
