@@ -16,12 +16,16 @@
 #             coordinator (delegated to the worker that holds the queue);
 #             on that worker itself.
 #   W1        pickup, then mark_done, each its own transaction, from a queue
-#             of BENCH_JOBS jobs: on the single server; on the worker.
-#   W1b       pickup of 100 and mark_done_batch in one statement: the same.
+#             of BENCH_JOBS jobs: on the single server; on the worker;
+#             through the coordinator (pickup_from, then mark_done given
+#             the queue: each delegated to the worker).
+#   W1b       pickup of 100 and mark_done_batch in one statement: on the
+#             single server; on the worker; through the coordinator
+#             (pickup_from of 100, then mark_done_batch given the queue:
+#             two delegated calls, as one statement cannot be delegated).
 #
-# W1 and W1b cannot run through the coordinator: a pickup is not delegated
-# (README). Rates are jobs per second: enqueues counted by pgbench, drains
-# by the jobs finished over the span of their finish times. Prints a
+# Rates are jobs per second: enqueues counted by pgbench, drains by the
+# jobs finished over the span of their finish times. Prints a
 # markdown report and writes it to bench/results/citus-<time>.md.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -114,6 +118,16 @@ SELECT pqrun.mark_done(:id);
 \\endif"
 w1b="SELECT pqrun.mark_done_batch(coalesce(array_agg(id), '{}')) AS n
   FROM pqrun.pickup('w' || :client_id::text, queues => ARRAY[:queue]::text[], batch_size => 100);"
+# Through the coordinator: each call alone in its statement (delegated).
+w1c="SELECT count(*) AS n, max(id) AS id FROM pqrun.pickup_from('w' || :client_id::text, :queue) \\gset
+\\if :n > 0
+SELECT pqrun.mark_done(:id, queue => :queue);
+\\endif"
+w1bc="SELECT count(*) AS n, coalesce(array_agg(id), '{}') AS ids
+  FROM pqrun.pickup_from('w' || :client_id::text, :queue, batch_size => 100) \\gset
+\\if :n > 0
+SELECT pqrun.mark_done_batch(:ids::bigint[], queue => :queue);
+\\endif"
 
 declare -A rate
 for n in $clients_list; do
@@ -124,14 +138,19 @@ for n in $clients_list; do
 		echo "E1single $sys c$n: ${rate[E1single,$sys,$n]} jobs/s" >&2
 	done
 	for w in W1 W1b; do
-		for sys in single worker; do
-			case $sys in single) i=0 ;; worker) i=$worker ;; esac
+		for sys in single worker coordinator; do
+			# i: where the clients connect; f: where the jobs are.
+			case $sys in single) i=0 f=0 ;; worker) i=$worker f=$worker ;; coordinator) i=1 f=$worker ;; esac
 			qn=$(queue_on_worker)
-			fill $i "$qn"
-			script=$w1
-			[ $w = W1b ] && script=$w1b
+			fill $f "$qn"
+			case $w,$sys in
+			W1,coordinator) script=$w1c ;;
+			W1b,coordinator) script=$w1bc ;;
+			W1,*) script=$w1 ;;
+			W1b,*) script=$w1b ;;
+			esac
 			run $i "$n" "$script" "$qn" >/dev/null
-			rate[$w,$sys,$n]=$(drained $i "$qn")
+			rate[$w,$sys,$n]=$(drained $f "$qn")
 			echo "$w $sys c$n: ${rate[$w,$sys,$n]} jobs/s" >&2
 		done
 	done
@@ -154,8 +173,8 @@ report=bench/results/citus-$(date -u +%Y%m%d-%H%M%S).md
 	done
 	for w in W1 W1b; do
 		for n in $clients_list; do
-			s=${rate[$w,single,$n]} x=${rate[$w,worker,$n]}
-			echo "| $w | $n | $s | $x | $(ratio "$x" "$s") | (not delegated) | - |"
+			s=${rate[$w,single,$n]} x=${rate[$w,worker,$n]} c=${rate[$w,coordinator,$n]}
+			echo "| $w | $n | $s | $x | $(ratio "$x" "$s") | $c | $(ratio "$c" "$s") |"
 		done
 	done
 } | tee "$report"

@@ -120,3 +120,34 @@ RESET statement_timeout;
 
 -- The history shows one running attempt per RUNNING job.
 SELECT job_id, attempt, worker_id, outcome FROM pqrun.job_attempts ORDER BY job_id, attempt;
+
+-- 10. pickup_from: one queue, which Citus delegates a call by (README,
+-- "Running on Citus"); the job-id calls name their job's queue the same
+-- way, and a job of another queue is refused as an unknown one (P0002)
+-- without a change.
+SELECT pqrun.enqueue('from', queue => 'qa', priority => 1) AS qa1 \gset
+SELECT pqrun.enqueue('from', queue => 'qb') AS qb1 \gset
+SELECT pqrun.enqueue('from', queue => 'qa') AS qa2 \gset
+SELECT id = :qa1 AS first_of_qa, queue, status FROM pqrun.pickup_from('w', 'qa');
+SELECT count(*) AS none_of_this_type FROM pqrun.pickup_from('w', 'qb', job_types => ARRAY['other']);
+SELECT id = :qb1 AS the_one_of_qb, queue FROM pqrun.pickup_from('w', 'qb', batch_size => 5, wait => '0');
+SELECT pqrun.mark_done(:qa1, queue => 'qb');
+SELECT pqrun.mark_error(:qa1, 'no', queue => 'qb');
+SELECT pqrun.heartbeat(:qa1, queue => 'qb');
+SELECT pqrun.release(:qa1, queue => 'qb');
+SELECT pqrun.snooze(:qa1, '1 s', queue => 'qb');
+SELECT pqrun.cancel(:qa1, queue => 'qb');
+SELECT pqrun.mark_done_batch(ARRAY[:qa1, :qb1], queue => 'qb');
+SELECT status FROM pqrun.jobs WHERE id IN (:qa1, :qb1) ORDER BY id;
+SELECT pqrun.heartbeat(:qa1, queue => 'qa');
+SELECT pqrun.mark_done(:qa1, queue => 'qa');
+SELECT pqrun.mark_done_batch(ARRAY[:qb1], queue => 'qb');
+SELECT id = :qa2 AS second_of_qa FROM pqrun.pickup_from('w', 'qa');
+SELECT pqrun.mark_error(:qa2, 'no', terminal => true, queue => 'qa');
+SELECT pqrun.retry(:qa2, queue => 'qb');
+SELECT pqrun.retry(:qa2, queue => 'qa');
+SELECT pqrun.cancel(:qa2, queue => 'qa');
+SELECT pqrun.mark_done(-1, queue => 'qa');
+SELECT id, status FROM pqrun.jobs WHERE id IN (:qa1, :qb1, :qa2) ORDER BY id;
+SELECT * FROM pqrun.pickup_from('w', NULL);
+SELECT * FROM pqrun.pickup_from('w', 'qa', batch_size => 0);

@@ -30,6 +30,7 @@
  *   expr_cache fills the compiled CHECK constraints and index predicates of
  *   pqrun's result relations from its cache.
  * ProcessUtility_hook: utility.hpp, before and after the command.
+ * planner_hook: before the next planner (Citus's), citus::KeepNullQueueLocal.
  * Relcache invalidation: expr_cache's compiled expressions and direct_rows'
  *   verdict on the job tables are forgotten.
  * Shared memory (preloaded only): the request sizes, and the startup
@@ -59,6 +60,7 @@ namespace {
 
 ExecutorStart_hook_type prev_executor_start = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
+planner_hook_type prev_planner = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
@@ -180,6 +182,15 @@ pqrun_executor_start(QueryDesc *query_desc, int eflags)
 	pqrun::GuardedEntry([&]() { pqrun::expr_cache::FillQuery(query_desc); });
 }
 
+static PlannedStmt *
+pqrun_planner(Query *parse, const char *query_string, int cursor_options, ParamListInfo bound)
+{
+	pqrun::GuardedEntry([&]() { pqrun::citus::KeepNullQueueLocal(parse, bound); });
+	if (prev_planner)
+		return prev_planner(parse, query_string, cursor_options, bound);
+	return standard_planner(parse, query_string, cursor_options, bound);
+}
+
 static void
 pqrun_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
                       ParamListInfo params, QueryEnvironment *query_env, DestReceiver *dest, QueryCompletion *qc)
@@ -230,6 +241,8 @@ Install()
 	ExecutorStart_hook = pqrun_executor_start;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = pqrun_process_utility;
+	prev_planner = planner_hook;
+	planner_hook = pqrun_planner;
 	CacheRegisterRelcacheCallback(pqrun_relcache_callback, Datum(0));
 }
 

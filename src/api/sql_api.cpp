@@ -147,17 +147,18 @@ PQRUN_FUNCTION(pqrun_enqueue_batch)
 	return Datum(0);
 }
 
-PQRUN_FUNCTION(pqrun_pickup)
+/* PickUpCall is pickup and pickup_from: worker_id is argument 0,
+ * batch_size and wait are arguments `batch` and `batch` + 1. */
+Datum
+PickUpCall(FunctionCallInfo fcinfo, ArrayType *job_types, ArrayType *queues, int batch)
 {
 	RequireArg(fcinfo, 0, "worker_id");
-	RequireArg(fcinfo, 3, "batch_size");
-	RequireArg(fcinfo, 4, "wait");
-	ArrayType *job_types = OptionalTextArray(fcinfo, 1, "job_types");
-	ArrayType *queues = OptionalTextArray(fcinfo, 2, "queues");
-	int32 batch_size = PG_GETARG_INT32(3);
+	RequireArg(fcinfo, batch, "batch_size");
+	RequireArg(fcinfo, batch + 1, "wait");
+	int32 batch_size = PG_GETARG_INT32(batch);
 	if (batch_size < 1)
 		RaiseInvalid(psprintf("batch_size must be at least 1, not %d", batch_size));
-	const Interval *wait = PG_GETARG_INTERVAL_P(4);
+	const Interval *wait = PG_GETARG_INTERVAL_P(batch + 1);
 	if (IsNegative(wait))
 		RaiseInvalid("wait must not be negative");
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
@@ -168,10 +169,44 @@ PQRUN_FUNCTION(pqrun_pickup)
 	return Datum(0);
 }
 
+PQRUN_FUNCTION(pqrun_pickup)
+{
+	return PickUpCall(fcinfo, OptionalTextArray(fcinfo, 1, "job_types"), OptionalTextArray(fcinfo, 2, "queues"), 3);
+}
+
+/* pickup_from(worker_id, queue, batch_size, wait, job_types): a pickup from
+ * one queue, which Citus delegates by `queue` (0.15.0). */
+PQRUN_FUNCTION(pqrun_pickup_from)
+{
+	RequireArg(fcinfo, 1, "queue");
+	Datum queue = PG_GETARG_DATUM(1);
+	return PickUpCall(fcinfo, OptionalTextArray(fcinfo, 4, "job_types"),
+	                  construct_array(&queue, 1, TEXTOID, -1, false, TYPALIGN_INT), 2);
+}
+
+/* QueueArg: a job-id call's last argument, `queue` (0.15.0), when the
+ * call has it and it is given (queue::InQueue). After Connect. */
+void
+QueueArg(FunctionCallInfo fcinfo, int argno, ArrayType *job_ids)
+{
+	if (PG_NARGS() > argno && !PG_ARGISNULL(argno))
+		queue::InQueue(text_to_cstring(PG_GETARG_TEXT_PP(argno)), job_ids);
+}
+
+void
+QueueArg(FunctionCallInfo fcinfo, int argno, int64 job_id)
+{
+	if (PG_NARGS() > argno && !PG_ARGISNULL(argno)) {
+		Datum id = Int64GetDatum(job_id);
+		QueueArg(fcinfo, argno, construct_array(&id, 1, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
+}
+
 PQRUN_FUNCTION(pqrun_mark_done)
 {
 	int64 job_id = JobIdArg(fcinfo);
 	Connect();
+	QueueArg(fcinfo, 3, job_id);
 	queue::MarkDone(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), PG_ARGISNULL(1),
 	                PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2));
 	Finish();
@@ -186,6 +221,7 @@ PQRUN_FUNCTION(pqrun_mark_done_batch)
 	if (ARR_NDIM(job_ids) > 1 || (lease_tokens && ARR_NDIM(lease_tokens) > 1))
 		RaiseInvalid("job_ids and lease_tokens must be one-dimensional arrays");
 	Connect();
+	QueueArg(fcinfo, 2, job_ids);
 	int32 count = queue::MarkDoneBatch(job_ids, lease_tokens);
 	Finish();
 	PG_RETURN_INT32(count);
@@ -239,6 +275,7 @@ PQRUN_FUNCTION(pqrun_mark_error)
 	if (retry_after && IntervalUs(retry_after) > backoff::kMaxDelayUs)
 		RaiseInvalid("retry_after must be at most 100 years");
 	Connect();
+	QueueArg(fcinfo, 5, job_id);
 	JobStatus status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2),
 	                                    PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3), !PG_ARGISNULL(3), retry_after);
 	Finish();
@@ -273,6 +310,7 @@ PQRUN_FUNCTION(pqrun_heartbeat)
 		                errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see the job end while "
 		                          "it waits.")));
 	Connect();
+	QueueArg(fcinfo, 4, job_id);
 	queue::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1), progress, has_progress,
 	                 wait_ms);
 	Finish();
@@ -283,6 +321,7 @@ PQRUN_FUNCTION(pqrun_release)
 {
 	int64 job_id = JobIdArg(fcinfo);
 	Connect();
+	QueueArg(fcinfo, 2, job_id);
 	queue::GiveBack(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1),
 	                GetCurrentTransactionStartTimestamp(), false);
 	Finish();
@@ -301,6 +340,7 @@ PQRUN_FUNCTION(pqrun_snooze)
 	TimestampTz run_after = DatumGetTimestampTz(DirectFunctionCall2(
 	    timestamptz_pl_interval, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), PointerGetDatum(delay)));
 	Connect();
+	QueueArg(fcinfo, 3, job_id);
 	queue::GiveBack(job_id, PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2), run_after, true);
 	Finish();
 	PG_RETURN_VOID();
@@ -324,6 +364,7 @@ PQRUN_FUNCTION(pqrun_cancel)
 	int64 job_id = JobIdArg(fcinfo);
 	const char *reason = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	Connect();
+	QueueArg(fcinfo, 2, job_id);
 	bool cancelled = queue::Cancel(job_id, reason);
 	Finish();
 	PG_RETURN_BOOL(cancelled);
@@ -333,6 +374,7 @@ PQRUN_FUNCTION(pqrun_retry)
 {
 	int64 job_id = JobIdArg(fcinfo);
 	Connect();
+	QueueArg(fcinfo, 1, job_id);
 	bool retried = queue::Retry(job_id);
 	Finish();
 	PG_RETURN_BOOL(retried);

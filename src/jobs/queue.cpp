@@ -28,6 +28,7 @@
  */
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
+#include "pg/citus.hpp"
 
 #include "pg/spi_rows.hpp"
 #include "xact/wake.hpp"
@@ -45,6 +46,12 @@ spi::Statement kJobState{"job state",
                          " UNION ALL SELECT status::text, lease_token, fifo_key FROM pqrun.job_done WHERE id = $1",
                          1,
                          {INT8OID}};
+
+spi::Statement kInOtherQueue{"in another queue",
+                             "SELECT id FROM pqrun.job_live WHERE id = ANY ($1) AND queue <> $2"
+                             " UNION ALL SELECT id FROM pqrun.job_done WHERE id = ANY ($1) AND queue <> $2 LIMIT 1",
+                             2,
+                             {INT8ARRAYOID, TEXTOID}};
 
 spi::Statement kFifoKeyOf{"fifo key of", "SELECT fifo_key FROM pqrun.job_live WHERE id = $1", 1, {INT8OID}};
 
@@ -116,6 +123,16 @@ JobState(int64 job_id)
 	if (Exec(stmts::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
 	return ParseStatus(ColText(0, 1));
+}
+
+void
+InQueue(const char *queue, ArrayType *job_ids)
+{
+	citus::EnterQueue(queue);
+	Datum values[2] = {PointerGetDatum(job_ids), CStringGetTextDatum(queue)};
+	if (Exec(stmts::kInOtherQueue, values, nullptr, SPI_OK_SELECT) > 0)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
+		                errmsg("job %lld is not in queue \"%s\"", static_cast<long long>(ColInt64(0, 1)), queue)));
 }
 
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:

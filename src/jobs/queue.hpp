@@ -85,6 +85,13 @@ void GiveBack(int64 job_id, Datum lease, bool has_lease, TimestampTz run_after, 
  * returns quietly if its worker finished the job meanwhile. */
 void Heartbeat(int64 job_id, Datum lease, bool has_lease, Datum progress, bool has_progress, int64 wait_ms);
 
+/* InQueue checks the jobs of `job_ids` (bigint[]) against the queue their
+ * caller names (the job-id calls' last argument, 0.15.0): on Citus the
+ * transaction enters that queue's shards, where Citus has delegated a call
+ * through the coordinator by that argument (pg/citus.hpp); a job of another
+ * queue is refused with P0002, as an unknown one. */
+void InQueue(const char *queue, ArrayType *job_ids);
+
 int32 ReapStale(const Interval *default_stale_after);
 bool Cancel(int64 job_id, const char *reason);
 bool Retry(int64 job_id);

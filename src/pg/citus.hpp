@@ -44,6 +44,12 @@ void RefuseDistributed();
 
 void OnRelcacheInvalidation(Oid relid);
 
+/* KeepNullQueueLocal makes a call of one of pqrun's delegated functions
+ * in `parse` whose queue is NULL run on this node instead of being
+ * delegated by Citus, which would crash hashing the NULL
+ * (citus_delegation.cpp). Called before Citus plans `parse`. */
+void KeepNullQueueLocal(Query *parse, ParamListInfo bound);
+
 /* ---- The shards a transaction works on ---- */
 
 /* InShards answers whether this transaction works on shards. */

@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(231);
+SELECT plan(234);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -86,24 +86,29 @@ SELECT unnest(ARRAY[
 	('pickup', ARRAY['text', 'text[]', 'text[]', 'integer', 'interval'], 'setof pqrun.jobs',
 	 'worker_id text, job_types text[] DEFAULT NULL::text[], queues text[] DEFAULT NULL::text[], '
 	 'batch_size integer DEFAULT 1, wait interval DEFAULT ''00:00:00''::interval'),
-	('mark_done', ARRAY['bigint', 'jsonb', 'uuid'], 'void',
-	 'job_id bigint, result jsonb DEFAULT NULL::jsonb, lease_token uuid DEFAULT NULL::uuid'),
+	('pickup_from', ARRAY['text', 'text', 'integer', 'interval', 'text[]'], 'setof pqrun.jobs',
+	 'worker_id text, queue text, batch_size integer DEFAULT 1, wait interval DEFAULT ''00:00:00''::interval, '
+	 'job_types text[] DEFAULT NULL::text[]'),
+	('mark_done', ARRAY['bigint', 'jsonb', 'uuid', 'text'], 'void',
+	 'job_id bigint, result jsonb DEFAULT NULL::jsonb, lease_token uuid DEFAULT NULL::uuid, queue text DEFAULT NULL::text'),
 	('mark_done_and_pickup', ARRAY['text', 'bigint[]', 'uuid[]', 'jsonb[]', 'text[]', 'text[]', 'integer'],
 	 'setof pqrun.jobs',
 	 'worker_id text, job_ids bigint[], lease_tokens uuid[] DEFAULT NULL::uuid[], results jsonb[] DEFAULT NULL::jsonb[], '
 	 'job_types text[] DEFAULT NULL::text[], queues text[] DEFAULT NULL::text[], batch_size integer DEFAULT 1'),
-	('mark_error', ARRAY['bigint', 'text', 'boolean', 'uuid', 'interval'], 'pqrun.job_status',
+	('mark_error', ARRAY['bigint', 'text', 'boolean', 'uuid', 'interval', 'text'], 'pqrun.job_status',
 	 'job_id bigint, error text, terminal boolean DEFAULT false, lease_token uuid DEFAULT NULL::uuid, '
-	 'retry_after interval DEFAULT NULL::interval'),
-	('heartbeat', ARRAY['bigint', 'uuid', 'jsonb', 'interval'], 'void',
+	 'retry_after interval DEFAULT NULL::interval, queue text DEFAULT NULL::text'),
+	('heartbeat', ARRAY['bigint', 'uuid', 'jsonb', 'interval', 'text'], 'void',
 	 'job_id bigint, lease_token uuid DEFAULT NULL::uuid, progress jsonb DEFAULT NULL::jsonb, '
-	 'wait interval DEFAULT ''00:00:00''::interval'),
-	('release', ARRAY['bigint', 'uuid'], 'void', 'job_id bigint, lease_token uuid DEFAULT NULL::uuid'),
-	('snooze', ARRAY['bigint', 'interval', 'uuid'], 'void',
-	 'job_id bigint, delay interval, lease_token uuid DEFAULT NULL::uuid'),
+	 'wait interval DEFAULT ''00:00:00''::interval, queue text DEFAULT NULL::text'),
+	('release', ARRAY['bigint', 'uuid', 'text'], 'void',
+	 'job_id bigint, lease_token uuid DEFAULT NULL::uuid, queue text DEFAULT NULL::text'),
+	('snooze', ARRAY['bigint', 'interval', 'uuid', 'text'], 'void',
+	 'job_id bigint, delay interval, lease_token uuid DEFAULT NULL::uuid, queue text DEFAULT NULL::text'),
 	('reap_stale', ARRAY['interval'], 'integer', 'default_stale_after interval DEFAULT ''00:20:00''::interval'),
-	('cancel', ARRAY['bigint', 'text'], 'boolean', 'job_id bigint, reason text DEFAULT NULL::text'),
-	('retry', ARRAY['bigint'], 'boolean', 'job_id bigint'),
+	('cancel', ARRAY['bigint', 'text', 'text'], 'boolean',
+	 'job_id bigint, reason text DEFAULT NULL::text, queue text DEFAULT NULL::text'),
+	('retry', ARRAY['bigint', 'text'], 'boolean', 'job_id bigint, queue text DEFAULT NULL::text'),
 	('purge', ARRAY['interval', 'pqrun.job_status[]'], 'bigint',
 	 'older_than interval, statuses pqrun.job_status[] DEFAULT ''{DONE,CANCELLED}''::pqrun.job_status[]'),
 	('run_maintenance', ARRAY[]::text[], 'jsonb', ''),

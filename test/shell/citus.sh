@@ -17,12 +17,18 @@
 # unique across the nodes); eight clients drain eight queues spread over
 # both workers, each on its queue's node, with rollbacks, each job handed
 # out once per attempt; a long poll on a worker is woken by an enqueue
-# through the coordinator; each worker's maintenance worker rescues the
+# through the coordinator; four clients drain two queues through the
+# coordinator (pickup_from and the job-id calls given their queue,
+# delegated), each job handed out once per attempt; a long poll through
+# the coordinator is woken by an enqueue through it, and one cut short by
+# its statement_timeout claims nothing; each worker's maintenance worker rescues the
 # jobs of an exited holder on its shards; a worker stopped (immediate) and
 # started again while clients run on both: its queues pause, the other's
 # go on, nothing is lost or doubled; a shard moved to the other worker
 # (block_writes) while two clients drain its queue: they follow it, each
-# job done once; what the design cannot do (a pickup
+# job done once; a distributed install of the previous version, updated
+# and distributed again, delegates the new calls; a NULL queue is never
+# delegated (Citus would crash hashing it); what the design cannot do (a pickup
 # without queues or of another node's queue, dependencies, schedules, the
 # calls of a whole database) refuses with 0A000, never XX, never a crash.
 set -euo pipefail
@@ -77,7 +83,8 @@ fail() {
 	exit 1
 }
 
-# cluster_db DB: database DB on the three nodes, Citus and pqrun in it.
+# cluster_db DB [VERSION]: database DB on the three nodes, Citus and pqrun
+# (at VERSION) in it.
 cluster_db() {
 	for i in 0 1 2; do
 		psql -X -q -h "$top/${nodes[$i]}" -p $((base + i)) -U postgres -d postgres -c "CREATE DATABASE $1"
@@ -86,7 +93,7 @@ cluster_db() {
 	db=$1 q 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', $base)" \
 		-c "SELECT citus_add_node('127.0.0.1', $((base + 1)))" \
 		-c "SELECT citus_add_node('127.0.0.1', $((base + 2)))" >/dev/null
-	db=$1 q 0 -c "CREATE EXTENSION pqrun"
+	db=$1 q 0 -c "CREATE EXTENSION pqrun${2:+ VERSION '$2'}"
 }
 echo "-- a cluster of three, pqrun created on the coordinator"
 cluster_db app
@@ -207,12 +214,31 @@ checks=(
 	"0|SELECT pqrun.mark_done(1)|P0002"
 	"${qnode[0]}|SELECT pqrun.mark_done(1)|P0002"
 	"0|SELECT pqrun.distribute(0)|22023"
+	# A NULL queue is not delegated (Citus would crash hashing it): the
+	# call runs where it is made, and refuses.
+	"0|SELECT pqrun.enqueue('t', queue => NULL)|22023"
+	"0|SELECT pqrun.enqueue('t', queue => nullif('a', 'a'))|22023"
+	"${qnode[0]}|SELECT pqrun.enqueue('t', queue => NULL)|22023"
+	"0|SELECT * FROM pqrun.pickup_from('w', NULL)|22023"
+	"0|SELECT pqrun.pause_queue(NULL)|22023"
+	"0|SELECT pqrun.set_concurrency_limit(NULL, 1)|22023"
+	"0|SELECT pqrun.schedule('n', 't', run_every => '1 hour', queue => NULL)|22023"
+	"0|SELECT pqrun.mark_done(1, queue => NULL)|P0002"
+	"0|SELECT pqrun.cancel(1)|P0002"
 )
 for check in "${checks[@]}"; do
 	IFS='|' read -r i call want <<<"$check"
 	got=$(state "$i" "$call")
 	[ "$got" = "$want" ] || fail "[$call] on ${nodes[$i]} answered [$got], not $want"
 done
+# ... nor a NULL parameter of a prepared statement (a custom plan for each
+# of the first five executions, then a generic one).
+got=$({
+	echo "\\set VERBOSITY sqlstate"
+	echo "PREPARE done_in(bigint, text) AS SELECT pqrun.mark_done(\$1, queue => \$2);"
+	for k in 1 2 3 4 5 6 7; do echo "EXECUTE done_in(1, NULL);"; done
+} | psql -X -qtA -h "$top/${nodes[0]}" -p $base -U postgres -d dist 2>&1 | sed "s/^psql:<stdin>:[0-9]*: //" | sort | uniq -c | sed 's/^ *//')
+[ "$got" = "7 ERROR:  P0002" ] || fail "a prepared mark_done with a NULL queue answered [$got]"
 
 echo "-- eight clients drain the four queues on their nodes, with rollbacks and retries"
 rm -f "$top"/claims.* "$top/client_errors"
@@ -268,6 +294,99 @@ id=$(q 0 -c "SELECT pqrun.enqueue('poll', queue => '$qn')")
 wait
 read -r got ms <"$top/poll"
 [ "$got" = "$id" ] && [ "$ms" -lt 5000 ] || fail "the long poll answered [$got] after $ms ms, not job $id"
+
+echo "-- through the coordinator: pickup_from and the job-id calls given their queue run on its node"
+# Two queues, one on each worker, 150 jobs each; four clients on the
+# coordinator, two per queue, each job in a session of its own (a session
+# that ends holding a job is a dead worker): pickup_from (a lone SELECT
+# ... FROM the function, delegated by its queue), then mark_done, or
+# mark_error once for a job whose n ends in 0, given the queue.
+rm -f "$top"/via.* "$top/client_errors"
+for k in 0 1; do
+	q "${qnode[$k]}" -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object(
+		'job_type', 'via', 'payload', jsonb_build_object('n', n), 'queue', '${queues[$k]}')) FROM generate_series(1, 150) AS n))" >/dev/null
+done
+# via CLIENT QUEUE: claims and finishes through the coordinator until the
+# queue is empty.
+via() {
+	local c=$1 qn=$2 out
+	while :; do
+		out=$(q 0 <<SQL
+SELECT count(*) AS got, max(id) AS id, max(attempts) AS attempts,
+       bool_or((payload->>'n')::int % 10 = 0 AND attempts = 1) AS fails
+  FROM pqrun.pickup_from('v$c', '$qn') \gset
+\if :got
+\if :fails
+SELECT pqrun.mark_error(:id, 'once', retry_after => '0', queue => '$qn') \gset
+\else
+SELECT pqrun.mark_done(:id, queue => '$qn') \gset
+\endif
+\echo :id:attempts
+\endif
+SQL
+		) || { echo "client $c: $out" >>"$top/client_errors"; return; }
+		[ -n "$out" ] || break
+		echo "$out" >>"$top/via.$c"
+	done
+}
+for c in 0 1 2 3; do
+	via $c "${queues[$((c % 2))]}" &
+done
+wait
+[ ! -s "$top/client_errors" ] || fail "clients through the coordinator failed: $(head -5 "$top/client_errors")"
+got=$(cat "$top"/via.* | sort | uniq -d | head -3)
+[ -z "$got" ] || fail "jobs handed out twice in one attempt through the coordinator: $got"
+got=$(cat "$top"/via.* | wc -l)
+[ "$got" = 330 ] || fail "$got claims through the coordinator, not 300 + 30 retries"
+got=$(q 0 -c "SELECT status, count(*), max(attempts) FROM pqrun.jobs WHERE job_type = 'via' GROUP BY status")
+[ "$got" = "DONE|300|2" ] || fail "after the drain through the coordinator: [$got]"
+# The calls ran on the workers: the coordinator's own tables stay empty.
+got=$(q 0 -c "SELECT pg_relation_size('pqrun.job_live') + pg_relation_size('pqrun.job_done_default')")
+[ "$got" = 0 ] || fail "the coordinator's shells hold $got bytes"
+# A long poll through the coordinator, woken by an enqueue through it; its
+# session sends a heartbeat and finishes the job, given its queue.
+qn=${queues[2]}
+(
+	start=$(date +%s%3N)
+	out=$(q 0 <<SQL
+SELECT id FROM pqrun.pickup_from('poll', '$qn', wait => '20 s') \gset
+\echo :id
+SELECT pqrun.heartbeat(:id, queue => '$qn') \gset
+SELECT pqrun.mark_done(:id, queue => '$qn') \gset
+SQL
+	)
+	echo "$out $(($(date +%s%3N) - start))" >"$top/poll"
+) &
+sleep 1
+id=$(q 0 -c "SELECT pqrun.enqueue('poll', queue => '$qn')")
+wait
+read -r got ms <"$top/poll"
+[ "$got" = "$id" ] && [ "${ms:-99999}" -lt 5000 ] || fail "the long poll through the coordinator answered [$(cat "$top/poll")], not job $id"
+got=$(q 0 -c "SELECT status FROM pqrun.jobs WHERE id = $id")
+[ "$got" = DONE ] || fail "job $id is $got after its heartbeat and mark_done through the coordinator"
+checks=(
+	"SELECT pqrun.mark_done($id, queue => '${queues[0]}')|P0002"
+	"SELECT pqrun.mark_done($id)|P0002"
+	"SELECT pqrun.retry($id, queue => '${queues[0]}')|P0002"
+	"SELECT pqrun.retry($id, queue => '$qn')|ok"
+	"SELECT pqrun.cancel($id, queue => '$qn')|ok"
+	"SELECT * FROM pqrun.pickup_from('w', '$qn', batch_size => 0)|22023"
+)
+for check in "${checks[@]}"; do
+	IFS='|' read -r call want <<<"$check"
+	got=$(state 0 "$call")
+	[ "$got" = "$want" ] || fail "[$call] through the coordinator answered [$got], not $want"
+done
+# A long poll through the coordinator cut short by its statement_timeout
+# (alone in its statement, as a delegated call must be) claims nothing
+# afterwards: a job enqueued after it stays READY.
+got=$(PGOPTIONS="-c statement_timeout=1s" state 0 "SELECT * FROM pqrun.pickup_from('cut', '$qn', wait => '10 s')")
+[ "$got" = 57014 ] || fail "a long poll through the coordinator past its statement_timeout answered [$got]"
+id=$(q 0 -c "SELECT pqrun.enqueue('after_cut', queue => '$qn')")
+sleep 1.5
+got=$(q 0 -c "SELECT status FROM pqrun.jobs WHERE id = $id")
+[ "$got" = READY ] || fail "a job enqueued after a cut long poll is $got"
+q 0 -c "SELECT pqrun.cancel($id, queue => '$qn')" >/dev/null
 
 echo "-- the other calls on one queue's jobs work on its node"
 qn=${queues[3]} i=${qnode[3]}
@@ -443,6 +562,27 @@ got=$(cat "$top"/moved.* | cut -d: -f1,2 | sort | uniq -d | head -3)
 got=$(q 0 -c "SELECT count(*), count(*) FILTER (WHERE status = 'DONE' AND attempts = 1) FROM pqrun.jobs WHERE job_type = 'mv'")
 [ "$got" = "600|600" ] || fail "after the move: [$got] (jobs, done at the first attempt)"
 echo "$(sort -u "$top/switched" | wc -l) clients followed the move; $(cat "$top"/moved.* | wc -l) claims"
+
+echo "-- a distributed install of the previous version, updated, then distribute() again"
+previous=$(cd "$repo/sql" && ls pqrun--*--"$version".sql | sed -n 's/^pqrun--\([0-9.]*\)--.*/\1/p')
+db=upd
+cluster_db upd "$previous"
+q 0 -c "SELECT pqrun.distribute(8)" >/dev/null
+qn=${queues[0]}
+id=$(q 0 -c "SELECT pqrun.enqueue('u', queue => '$qn')")
+q 0 -c "ALTER EXTENSION pqrun UPDATE" >/dev/null
+for i in 0 1 2; do
+	got=$(q $i -c "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'")
+	[ "$got" = "$version" ] || fail "after ALTER EXTENSION pqrun UPDATE from $previous, pqrun on ${nodes[$i]} is [$got]"
+done
+got=$(state 0 "SELECT pqrun.mark_done($id)")
+[ "$got" = P0002 ] || fail "a job-id call without its queue after the update answered [$got]"
+q 0 -c "SELECT pqrun.distribute()" >/dev/null 2>&1
+got=$(q 0 -c "SELECT id FROM pqrun.pickup_from('u', '$qn')")
+[ "$got" = "$id" ] || fail "pickup_from through the coordinator after the update answered [$got], not $id"
+got=$(state 0 "SELECT pqrun.cancel($id, queue => '$qn')")
+[ "$got" = ok ] || fail "cancel through the coordinator after the update answered [$got]"
+db=dist
 
 echo "-- no crash, the maintenance workers up"
 for i in 0 1 2; do

@@ -308,7 +308,7 @@ END $$;
 CREATE TABLE fuzz.allowed (fn text PRIMARY KEY, states text[]);
 INSERT INTO fuzz.allowed VALUES
 	('enqueue', '{22023,54000}'), ('enqueue_batch', '{22023,54000}'),
-	('pickup', '{22023}'), ('await_jobs', '{22023,2D000}'),
+	('pickup', '{22023}'), ('pickup_from', '{22023}'), ('await_jobs', '{22023,2D000}'),
 	('mark_done', '{22023,P0002,55000}'), ('mark_done_batch', '{22023,P0002,55000}'),
 	('mark_done_and_pickup', '{22023,P0002,55000}'),
 	('mark_error', '{22023,P0002,55000}'), ('heartbeat', '{22023,P0002,55000}'),
@@ -353,6 +353,7 @@ CREATE FUNCTION fuzz.sane(fn text, arg text, typ regtype, fuzzed text) RETURNS t
 		WHEN fn = 'heartbeat' AND arg = 'job_id' AND fuzzed = 'wait' THEN '{done}'
 		WHEN arg = 'job_type' THEN $s$'fz'$s$
 		WHEN arg = 'worker_id' THEN $s$'fuzzer'$s$
+		WHEN fn = 'pickup_from' AND arg = 'queue' THEN $s$'default'$s$
 		WHEN arg = 'job_id' THEN '{run1}'
 		WHEN arg = 'job_ids' THEN 'ARRAY[{run1}, {run2}]::bigint[]'
 		WHEN arg = 'error' THEN $s$'e'$s$
@@ -607,6 +608,13 @@ SELECT fuzz.add('pickup', $$SELECT count(*) FROM pqrun.pickup('fuzzer', batch_si
 	post => $$(SELECT count(*) = 0 FROM pqrun.jobs WHERE status = 'READY' AND run_after <= now())$$);
 SELECT fuzz.add('pickup', $$SELECT count(*) FROM pqrun.pickup('fuzzer', batch_size => 1000000000)$$, 'ok');
 SELECT fuzz.add('pickup', $$SELECT count(*) FROM pqrun.pickup('fuzzer', batch_size => 1000000)$$, 'ok');
+SELECT fuzz.add('pickup_from', $$SELECT count(*) FROM pqrun.pickup_from(NULL, 'q')$$, '22023');
+SELECT fuzz.add('pickup_from', $$SELECT count(*) FROM pqrun.pickup_from('fuzzer', NULL)$$, '22023');
+SELECT fuzz.add('pickup_from', $$SELECT count(*) FROM pqrun.pickup_from('fuzzer', 'q', job_types => '{NULL}')$$, '22023');
+SELECT fuzz.add('pickup_from', $$SELECT count(*) FROM pqrun.pickup_from('fuzzer', 'q', batch_size => 0)$$, '22023');
+SELECT fuzz.add('pickup_from', $$SELECT count(*) FROM pqrun.pickup_from('fuzzer', 'q', wait => '-1 s')$$, '22023');
+SELECT fuzz.add('pickup_from', $$SELECT count(*) FROM pqrun.pickup_from('fuzzer', repeat('q', 1048576), batch_size => 1000000)$$, 'ok');
+SELECT fuzz.add('mark_done', $$SELECT pqrun.mark_done({run1}, queue => 'not its queue')$$, 'P0002');
 SELECT fuzz.add('pickup', $$SELECT count(*) FROM pqrun.pickup('fuzzer', wait => NULL)$$, '22023');
 SELECT fuzz.add('pickup', $$SELECT count(*) FROM pqrun.pickup('fuzzer', wait => '-1 microsecond')$$, '22023');
 SELECT fuzz.add('pickup', $$SELECT count(*) FROM pqrun.pickup('fuzzer', wait => '-170000000 years')$$, '22023');

@@ -404,7 +404,7 @@ SELECT pqrun.grant_producer('$producer');
 SELECT pqrun.grant_monitor('$monitor');
 SELECT pqrun.grant_monitor('$ops');
 GRANT EXECUTE ON FUNCTION pqrun.reap_stale(interval), pqrun.run_maintenance(), pqrun.purge(interval, pqrun.job_status[]),
-	pqrun.retry(bigint), pqrun.cancel(bigint, text),
+	pqrun.retry(bigint, text), pqrun.cancel(bigint, text, text),
 	pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),
 	pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean), pqrun.unschedule(text, text),
 	pqrun.cron_next(text, timestamptz), pqrun.pause_queue(text), pqrun.resume_queue(text),
