@@ -371,6 +371,9 @@ checks=(
 	"SELECT pqrun.retry($id, queue => '$qn')|ok"
 	"SELECT pqrun.cancel($id, queue => '$qn')|ok"
 	"SELECT * FROM pqrun.pickup_from('w', '$qn', batch_size => 0)|22023"
+	# In a transaction block Citus does not delegate: the call runs on the
+	# coordinator, which holds no jobs, and refuses.
+	"BEGIN; SELECT * FROM pqrun.pickup_from('w', '$qn'); COMMIT|0A000"
 )
 for check in "${checks[@]}"; do
 	IFS='|' read -r call want <<<"$check"
