@@ -295,6 +295,10 @@ check(f"reading 5,000 of h's jobs by the lane counts {read} entries", 5000 <= re
 ctl.execute("ANALYZE pqrun.job_live")
 for c in (ctl, holder, m):
     c.execute("SELECT pg_stat_force_next_flush()")
+# A round under way at the ANALYZE runs with the plans of before and
+# reports its reads at its end (one failure on PostgreSQL 17 read 1.5 times
+# job_live): the count starts after the next round.
+time.sleep(1.5)
 seq_read = lambda: q("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass")[0][0]
 before = seq_read()
 time.sleep(3.5)
