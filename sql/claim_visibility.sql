@@ -276,7 +276,7 @@ SELECT count(*) AS jobs, count(DISTINCT to_jsonb(l) - '{id,lease_token,payload,d
        count(*) FILTER (WHERE (l.id, l.lease_token) IN (SELECT * FROM claimed)) AS leases_handed_out
   FROM pqrun.job_live l WHERE job_type = 'claim';
 SELECT to_jsonb(l) - '{id,lease_token,payload,dedupe_key,run_after,locked_at,created_at,updated_at,holder_pid,holder_started}'::text[]
-       AS row, holder_pid = pg_backend_pid() AND holder_started = pqrun._backend_started() AS holder_is_me,
+       AS row, holder_pid IS NULL AND holder_started IS NULL AS held_by_lease,
        locked_at = updated_at AS stamped_once
   FROM pqrun.job_live l WHERE job_type = 'claim' LIMIT 1;
 SET client_min_messages = warning;
@@ -296,6 +296,36 @@ DROP EXTENSION amcheck;
 -- The enqueue of a job with the same dedupe key finds the claimed one.
 SELECT pqrun.enqueue('claim', dedupe_key => 'claim-1') = (SELECT id FROM pqrun.job_live WHERE dedupe_key = 'claim-1')
        AS deduplicated;
+
+-- A claim made under pqrun.claim_hold = session is held by its session too
+-- (orphan rescue ends it with the session), on each way a claim is
+-- written: below the executor at commit, by the pick's own UPDATE
+-- (deferred_claims off), and by the deferred claims' UPDATE (REPEATABLE
+-- READ, where the direct write declines). The hold is the one in force at
+-- the pickup, not at the write. A heartbeat keeps the kind of hold.
+SELECT count(pqrun.enqueue('hold')) AS enqueued FROM generate_series(1, 5);
+SET pqrun.claim_hold = session;
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w22', job_types => '{hold}');
+SET LOCAL pqrun.deferred_claims = off;
+SELECT count(*) AS picked FROM pqrun.pickup('w22', job_types => '{hold}');
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) AS picked FROM pqrun.pickup('w22', job_types => '{hold}');
+COMMIT;
+BEGIN;
+SELECT count(*) AS picked FROM pqrun.pickup('w23', job_types => '{hold}');
+RESET pqrun.claim_hold;
+COMMIT;
+SELECT locked_by, holder_pid = pg_backend_pid() AND holder_started = pqrun._backend_started() AS held_by_me
+  FROM pqrun.job_live WHERE job_type = 'hold' AND status = 'RUNNING' ORDER BY id;
+SELECT count(*) AS picked FROM pqrun.pickup('w24', job_types => '{hold}');
+SELECT locked_by, holder_pid IS NULL AND holder_started IS NULL AS held_by_lease
+  FROM pqrun.job_live WHERE job_type = 'hold' AND locked_by = 'w24';
+SELECT pqrun.heartbeat(id) FROM pqrun.job_live WHERE job_type = 'hold' AND locked_by IN ('w22', 'w24');
+SELECT locked_by, holder_pid IS NOT NULL AS held_by_session
+  FROM pqrun.job_live WHERE job_type = 'hold' AND status = 'RUNNING' ORDER BY id;
+SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE job_type = 'hold';
 
 -- 17. An operator's CHECK constraint holds for claims written below the
 -- executor: the commit that would break it fails and the job stays READY.

@@ -12,13 +12,14 @@ bool pqrun_enabled = true;
 int pqrun_reap_interval = 1000;
 int pqrun_stale_timeout = 20 * 60;
 bool pqrun_orphan_rescue = true;
+int pqrun_claim_hold = PQRUN_HOLD_LEASE;
 char *pqrun_backoff = nullptr;
 char *pqrun_cron_timezone = nullptr;
 int pqrun_retention = 7 * 24 * 3600;
 int pqrun_failed_retention = -1;
 int pqrun_history_interval = 24 * 3600;
 int pqrun_max_payload_bytes = 1024 * 1024;
-bool pqrun_notify = true;
+bool pqrun_notify = false;
 bool pqrun_synchronous_pickup = false;
 bool pqrun_deferred_claims = true;
 int pqrun_malloc_trim_threshold = 4096;
@@ -26,6 +27,9 @@ int pqrun_malloc_trim_threshold = 4096;
 namespace pqrun::guc {
 
 namespace {
+
+const struct config_enum_entry kClaimHolds[] = {
+    {"lease", PQRUN_HOLD_LEASE, false}, {"session", PQRUN_HOLD_SESSION, false}, {nullptr, 0, false}};
 
 /* The schedule parsed by the check hook; points into GUC-owned `extra`. */
 const backoff::Schedule *current_backoff = nullptr;
@@ -109,8 +113,15 @@ Define()
 	    "pqrun.stale_timeout", gettext_noop("Default stale window for running jobs without timeout_seconds."), nullptr,
 	    &pqrun_stale_timeout, 20 * 60, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable("pqrun.orphan_rescue",
-	                         gettext_noop("Puts back running jobs whose picking backend has exited."), nullptr,
+	                         gettext_noop("Puts back running jobs held by a session that has exited."),
+	                         gettext_noop("Only claims made under pqrun.claim_hold = session are held by a session."),
 	                         &pqrun_orphan_rescue, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+	DefineCustomEnumVariable("pqrun.claim_hold", gettext_noop("What holds the jobs this session claims."),
+	                         gettext_noop("lease: the claim lasts until the job is finished, given back or cancelled, "
+	                                      "or its stale window passes, whatever becomes of the connection; session: "
+	                                      "also until the claiming session ends (orphan rescue)."),
+	                         &pqrun_claim_hold, PQRUN_HOLD_LEASE, kClaimHolds, PGC_USERSET, 0, nullptr, nullptr,
+	                         nullptr);
 	DefineCustomStringVariable("pqrun.backoff", gettext_noop("Retry delays by attempt number; the last one repeats."),
 	                           nullptr, &pqrun_backoff, "1min,5min,30min,2h,6h", PGC_SUSET, 0, CheckBackoff,
 	                           AssignBackoff, nullptr);
@@ -135,7 +146,7 @@ Define()
 	                         gettext_noop("Any role that can connect to the database can LISTEN and read the queue "
 	                                      "names, and PostgreSQL serializes the commits of notifying transactions; "
 	                                      "long polls are woken without it."),
-	                         &pqrun_notify, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	                         &pqrun_notify, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomBoolVariable(
 	    "pqrun.synchronous_pickup",
 	    gettext_noop("Makes a transaction that did nothing but claim jobs wait for its commit to "

@@ -8,6 +8,9 @@ extern bool pqrun_enabled;
 extern int pqrun_reap_interval; /* ms */
 extern int pqrun_stale_timeout; /* s */
 extern bool pqrun_orphan_rescue;
+/* pqrun.claim_hold: whether the claims a session makes end with it. */
+enum { PQRUN_HOLD_LEASE, PQRUN_HOLD_SESSION };
+extern int pqrun_claim_hold;
 extern char *pqrun_backoff;
 extern char *pqrun_cron_timezone;
 extern int pqrun_retention; /* s, 0 = keep */

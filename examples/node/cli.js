@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // node cli.js --handlers ./handlers.js [--concurrency 3] [--queues a,b] [--wait '5 s']
-//             [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--verbose]
+//             [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--hold session|lease] [--verbose]
 //
 // Connects with the usual PG* environment variables (PGHOST, PGPORT, PGUSER,
 // PGDATABASE, PGPASSWORD). SIGTERM or SIGINT: graceful shutdown, exit 0; a
@@ -12,7 +12,7 @@ const { parseArgs } = require('node:util');
 const { Worker } = require('./worker');
 
 const usage = `usage: node cli.js --handlers FILE [--concurrency N] [--queues q1,q2] [--wait INTERVAL]
-                   [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--verbose]`;
+                   [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--hold session|lease] [--verbose]`;
 
 let values;
 try {
@@ -25,6 +25,7 @@ try {
       'heartbeat-ms': { type: 'string' },
       'grace-ms': { type: 'string', default: '10000' },
       'worker-id': { type: 'string' },
+      hold: { type: 'string', default: 'session' },
       verbose: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -55,6 +56,7 @@ const worker = new Worker({
   heartbeatMs: values['heartbeat-ms'] === undefined ? null : int('heartbeat-ms'),
   graceMs: int('grace-ms'),
   workerId: values['worker-id'],
+  hold: values.hold,
   verbose: values.verbose,
 });
 

@@ -123,6 +123,11 @@ class Worker {
   //                they are released (10 s)
   //   workerId     prefix of the worker_id given to pickup (node-<host>-<pid>)
   //   connection   pg.Client config; {} reads PGHOST, PGPORT, PGUSER, PGDATABASE...
+  //   hold         'session' (default): the loops' and heartbeats' connections
+  //                SET pqrun.claim_hold = session, so the jobs of a worker that
+  //                dies are given back within a maintenance round; 'lease':
+  //                they wait for their stale window (behind a pooler in
+  //                transaction mode, whose server connections are not ours)
   //   log          (level, message, fields) => void; verbose: log heartbeats too
   constructor(options = {}) {
     this.handlers = new Map();
@@ -134,6 +139,8 @@ class Worker {
     this.graceMs = options.graceMs ?? 10000;
     this.workerId = options.workerId ?? `node-${os.hostname()}-${process.pid}`;
     this.connection = options.connection ?? {};
+    this.hold = options.hold ?? 'session';
+    if (!['session', 'lease'].includes(this.hold)) throw new TypeError("hold must be 'session' or 'lease'");
     this.log = options.log ?? defaultLog;
     this.verbose = options.verbose ?? false;
     this.stopping = false;
@@ -246,6 +253,7 @@ class Worker {
     const client = new pg.Client({ application_name: 'pqrun-worker', ...this.connection });
     client.on('error', (err) => this.log('warn', 'connection error', { error: err.message }));
     await client.connect();
+    if (this.hold === 'session') await client.query('SET pqrun.claim_hold = session');
     return client;
   }
 

@@ -165,17 +165,21 @@ Seconds(int64 s)
 }
 
 /* HolderAlive answers whether the session that holds a running job, the
- * backend with process id `pid` that started at `started` (NULL for claims
- * made before 0.5.0), is still there. A live process id alone does not say
- * so: ids are reused, and a server restarted after a crash (in a fresh
- * container, after a reboot) or a restored dump often has a backend with the
- * very id the holder had. The caller has read the job rows before this
- * transaction's snapshot of the backend status table is taken (an older one
- * could show an earlier process with the id and rescue a held job). */
+ * backend of this database with process id `pid` that started at `started`
+ * (NULL for claims made before 0.5.0), is still there. A live process id
+ * alone does not say so: ids are reused, and a server restarted after a
+ * crash (in a fresh container, after a reboot) or a restored dump often has
+ * a backend with the very id the holder had; a dump restored into another
+ * database of the same server names a holder that lives on, connected to
+ * the database the dump was taken from. The caller has read the job rows
+ * before this transaction's snapshot of the backend status table is taken
+ * (an older one could show an earlier process with the id and rescue a held
+ * job). */
 bool
 HolderAlive(int32 pid, Datum started, bool started_null)
 {
-	if (BackendPidGetProc(pid) == nullptr)
+	PGPROC *proc = BackendPidGetProc(pid);
+	if (proc == nullptr || proc->databaseId != MyDatabaseId)
 		return false;
 	if (started_null)
 		return true;
@@ -188,8 +192,10 @@ HolderAlive(int32 pid, Datum started, bool started_null)
 	return true; /* starting or exiting: the next round looks again */
 }
 
-/* RescueOrphans puts back running jobs whose holder (the backend that
- * picked them up or last sent a heartbeat) has exited. */
+/* RescueOrphans puts back running jobs held by a session (claimed under
+ * pqrun.claim_hold = session: the backend that picked them up or last sent
+ * a heartbeat) that has exited. A job held by its lease alone has no holder
+ * and waits for its stale window. */
 int64
 RescueOrphans()
 {

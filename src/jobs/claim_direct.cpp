@@ -90,9 +90,11 @@ ClaimRow(const Columns &c, const Claims &claims, int i, TimestampTz at, Datum wo
 			break;
 		case Claimed::kPid:
 			values[s] = Int32GetDatum(MyProcPid);
+			nulls[s] = !claims.by_session;
 			break;
 		case Claimed::kSessionStart:
 			values[s] = TimestampTzGetDatum(MyStartTimestamp);
+			nulls[s] = !claims.by_session;
 			break;
 		}
 	}

@@ -56,8 +56,8 @@ enum class Claimed {
 	kWorker,       /* the claiming worker */
 	kToken,        /* the claim's lease token */
 	kNull,         /* NULL */
-	kPid,          /* the claiming session's process id */
-	kSessionStart, /* the claiming session's start */
+	kPid,          /* the claiming session's process id, when it holds the claim (Claims::by_session) */
+	kSessionStart, /* the claiming session's start, likewise */
 };
 
 /* What a finish writes to a job_done column. */

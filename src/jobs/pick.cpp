@@ -39,7 +39,7 @@ namespace stmts {
 	"     SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1,"                                         \
 	"         locked_at = " at ", locked_by = $1,"                                                                     \
 	"         lease_token = " PQRUN_LEASE_TOKEN ", heartbeat_at = NULL,"                                               \
-	"         holder_pid = pg_catalog.pg_backend_pid(), " PQRUN_SET_HOLDER_STARTED "updated_at = " at                  \
+	"         " PQRUN_SET_HOLDER(PQRUN_HELD_BY_SETTING) "updated_at = " at                                          \
 	"   WHERE j.id = ANY (ARRAY(" candidates "))"                                                                      \
 	"  RETURNING j.*)"                                                                                                 \
 	" SELECT " LIVE_AS_JOB " FROM claimed ORDER BY priority DESC, id"

@@ -60,7 +60,7 @@ spi::Statement kGiveBack{
 spi::Statement kHeartbeat{
     "heartbeat",
     "UPDATE pqrun.job_live SET heartbeat_at = pg_catalog.clock_timestamp(), " PQRUN_SET_PROGRESS
-    "   holder_pid = pg_catalog.pg_backend_pid(), " PQRUN_SET_HOLDER_STARTED "updated_at = pg_catalog.now()"
+    "   " PQRUN_SET_HOLDER(PQRUN_HELD_AS_BEFORE) "updated_at = pg_catalog.now()"
     " WHERE id = $1 AND status = 'RUNNING' AND ($2::uuid IS NULL OR lease_token = $2) RETURNING id",
     3,
     {INT8OID, UUIDOID, JSONBOID}};

@@ -16,7 +16,9 @@ struct Addition {
 };
 constexpr Addition kAdditions[] = {
     {"_lease_token", PQRUN_LEASE_TOKEN, "pg_catalog.gen_random_uuid()"},
-    {"_backend_started", PQRUN_SET_HOLDER_STARTED, ""},
+    {"_backend_started", PQRUN_SET_HOLDER_STARTED(PQRUN_HELD_BY_SETTING), ""},
+    {"_backend_started", PQRUN_SET_HOLDER_STARTED(PQRUN_HELD_AS_PICKED), ""},
+    {"_backend_started", PQRUN_SET_HOLDER_STARTED(PQRUN_HELD_AS_BEFORE), ""},
     {"_backend_started", PQRUN_CLEAR_HOLDER_STARTED, ""},
     {"_backend_started", PQRUN_SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
     {"_backend_started", PQRUN_SAME_HOLDER_STARTED, ""},

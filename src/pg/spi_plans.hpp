@@ -25,7 +25,19 @@
  * column of the three, $14 and $13 of the enqueues; added with
  * pqrun.set_key_rate_limit) and the controls' rate limit per key. */
 #define PQRUN_LEASE_TOKEN "pqrun._lease_token()"
-#define PQRUN_SET_HOLDER_STARTED "holder_started = pqrun._backend_started(), "
+/* The session holding a claim: this one where `held` (an SQL condition) is
+ * true, none (the lease alone holds it) where it is not; holder_started
+ * came with 0.5.0. `held` is one of the three conditions below, so that
+ * kAdditions knows every text of PQRUN_SET_HOLDER_STARTED. */
+#define PQRUN_SET_HOLDER_PID(held) "holder_pid = CASE WHEN " held " THEN pg_catalog.pg_backend_pid() END, "
+#define PQRUN_SET_HOLDER_STARTED(held) "holder_started = CASE WHEN " held " THEN pqrun._backend_started() END, "
+#define PQRUN_SET_HOLDER(held) PQRUN_SET_HOLDER_PID(held) PQRUN_SET_HOLDER_STARTED(held)
+/* A claim made now, by this session's pqrun.claim_hold. */
+#define PQRUN_HELD_BY_SETTING "pg_catalog.current_setting('pqrun.claim_hold') OPERATOR(pg_catalog.=) 'session'"
+/* A claim written later, as its pickup decided ($5 of the write). */
+#define PQRUN_HELD_AS_PICKED "$5"
+/* A claim renewed (a heartbeat): held as it was, by the renewing session. */
+#define PQRUN_HELD_AS_BEFORE "holder_pid IS NOT NULL"
 #define PQRUN_CLEAR_HOLDER_STARTED "holder_started = NULL, "
 #define PQRUN_SELECT_HOLDER_STARTED "holder_started AS started"
 #define PQRUN_SAME_HOLDER_STARTED " AND holder_started IS NOT DISTINCT FROM $3"

@@ -7,13 +7,16 @@
 
 namespace pqrun {
 
-/* Ids, lease tokens, whether each is in a FIFO group, and the rows' ctids. */
+/* Ids, lease tokens, whether each is in a FIFO group, the rows' ctids, and
+ * whether the claiming session holds them (pqrun.claim_hold = session: they
+ * end with it) or only their leases do. */
 struct Claims {
 	int count;
 	int64 *ids;
 	pg_uuid_t *tokens;
 	bool *in_fifo;
 	ItemPointerData *ctids;
+	bool by_session;
 };
 
 } // namespace pqrun

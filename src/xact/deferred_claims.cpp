@@ -30,17 +30,19 @@ namespace stmts {
 #define WRITE_DEFERRED_CLAIMS                                                                                          \
 	"UPDATE pqrun.job_live j"                                                                                          \
 	"   SET status = 'RUNNING', delayed = false, attempts = j.attempts + 1, locked_at = $3, locked_by = $4,"           \
-	"       lease_token = c.token, heartbeat_at = NULL, holder_pid = pg_catalog.pg_backend_pid(),"                     \
-	"       " PQRUN_SET_HOLDER_STARTED "updated_at = $3"                                                               \
+	"       lease_token = c.token, heartbeat_at = NULL,"                                                               \
+	"       " PQRUN_SET_HOLDER(PQRUN_HELD_AS_PICKED) "updated_at = $3"                                                 \
 	"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS c(id, token)"                                  \
 	" WHERE j.id = c.id AND j.id = ANY ($1) AND j.status = 'READY'"
 static_assert(job_row::ClaimSets(WRITE_DEFERRED_CLAIMS, " FROM"), "a written claim must set what job_row says");
 
 /* Writes deferred claims: jobs $1 with lease tokens $2 (same order),
- * claimed at $3 by worker $4. The ANY keeps the generic plan on the
- * primary key whatever it thinks of the join. */
-spi::Statement kWriteDeferredClaims{
-    "write deferred claims", WRITE_DEFERRED_CLAIMS, 4, {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID}};
+ * claimed at $3 by worker $4, held by this session when $5. The ANY keeps
+ * the generic plan on the primary key whatever it thinks of the join. */
+spi::Statement kWriteDeferredClaims{"write deferred claims",
+                                    WRITE_DEFERRED_CLAIMS,
+                                    5,
+                                    {INT8ARRAYOID, UUIDARRAYOID, TIMESTAMPTZOID, TEXTOID, BOOLOID}};
 
 } // namespace stmts
 
@@ -117,8 +119,8 @@ WriteBySql(const Batch *d)
 	int nest_level = guc::PinSearchPath();
 	spi::Connect();
 	const Claims &c = d->claims;
-	Datum values[4] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
-	                   CStringGetTextDatum(d->worker)};
+	Datum values[5] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
+	                   CStringGetTextDatum(d->worker), BoolGetDatum(c.by_session)};
 	uint64 written = spi::Exec(stmts::kWriteDeferredClaims, values, nullptr, SPI_OK_UPDATE);
 	if (written != static_cast<uint64>(c.count))
 		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, c.count);
@@ -227,7 +229,10 @@ Defer(const Claims &claims, TimestampTz at, const char *worker)
 	int n = claims.count;
 	b->claims = {n, static_cast<int64 *>(palloc(sizeof(int64) * n)),
 	             static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * n)), static_cast<bool *>(palloc(sizeof(bool) * n)),
-	             static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n))};
+	             static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * n)),
+	             /* The hold is decided when the claim is made, whatever the
+	              * setting is by the time it is written. */
+	             pqrun_claim_hold == PQRUN_HOLD_SESSION};
 	memcpy(b->claims.ids, claims.ids, sizeof(int64) * n);
 	memcpy(b->claims.tokens, claims.tokens, sizeof(pg_uuid_t) * n);
 	memcpy(b->claims.in_fifo, claims.in_fifo, sizeof(bool) * n);

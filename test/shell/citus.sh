@@ -22,7 +22,8 @@
 # delegated), each job handed out once per attempt; a long poll through
 # the coordinator is woken by an enqueue through it, and one cut short by
 # its statement_timeout claims nothing; each worker's maintenance worker rescues the
-# jobs of an exited holder on its shards; a worker stopped (immediate) and
+# jobs of an exited holder (claimed with pqrun.claim_hold = session) on its
+# shards, and leaves those held by their leases; a worker stopped (immediate) and
 # started again while clients run on both: its queues pause, the other's
 # go on, nothing is lost or doubled; a shard moved to the other worker
 # (block_writes) while two clients drain its queue: they follow it, each
@@ -434,11 +435,18 @@ got=$(state "$i" "SELECT pqrun.enqueue_batch('[{\"job_type\": \"t\", \"queue\": 
 
 echo "-- each worker's maintenance worker rescues the jobs of a holder that exited"
 for j in 0 2; do
-	q 0 -c "SELECT pqrun.enqueue('orphan', queue => '${queues[$j]}')" >/dev/null
-	q "${qnode[$j]}" -c "SELECT count(*) FROM pqrun.pickup('gone', queues => '{${queues[$j]}}')" >/dev/null
+	q 0 -c "SELECT pqrun.enqueue('orphan', queue => '${queues[$j]}')" -c "SELECT pqrun.enqueue('leased', queue => '${queues[$j]}')" >/dev/null
+	q "${qnode[$j]}" -c "SET pqrun.claim_hold = session" \
+		-c "SELECT count(*) FROM pqrun.pickup('gone', job_types => '{orphan}', queues => '{${queues[$j]}}')" >/dev/null
+	q "${qnode[$j]}" -c "SELECT count(*) FROM pqrun.pickup('gone', job_types => '{leased}', queues => '{${queues[$j]}}')" >/dev/null
 done
 wait_for 0 "SELECT count(*) FILTER (WHERE status = 'READY' AND last_error LIKE 'orphaned%')
 	FROM pqrun.job_live WHERE job_type = 'orphan'" 2 10
+got=$(q 0 -c "SELECT string_agg(status::text, ',') FROM pqrun.job_live WHERE job_type = 'leased'")
+[ "$got" = RUNNING,RUNNING ] || fail "lease-held jobs of an exited session: [$got]"
+for job in $(q 0 -c "SELECT id || ':' || queue FROM pqrun.job_live WHERE job_type = 'leased'"); do
+	q 0 -c "SELECT pqrun.cancel(${job%%:*}, queue => '${job#*:}')" >/dev/null
+done
 
 echo "-- schedules made through the coordinator fire once per slot, on their queue's node"
 for j in 0 2; do

@@ -147,7 +147,7 @@ check "pickup and mark_done" 1 "SELECT count(pqrun.mark_done(id)) FROM pqrun.pic
 check "job_done.tenant is job_done's default" "DONE:" "SELECT status || ':' || coalesce(tenant, '') FROM pqrun.job_done WHERE job_type = 'cols'"
 # With these columns a job of max_attempts 1 whose worker died crashed the
 # maintenance worker at every round (73 server restarts in 30 s).
-psql -X -qtA -d "$db" -c "SELECT pqrun.enqueue('died', max_attempts => 1)" -c "SELECT id FROM pqrun.pickup('w', ARRAY['died'])" >/dev/null
+psql -X -qtA -d "$db" -c "SET pqrun.claim_hold = session" -c "SELECT pqrun.enqueue('died', max_attempts => 1)" -c "SELECT id FROM pqrun.pickup('w', ARRAY['died'])" >/dev/null
 assert "orphan rescue fails the job of a worker that died" wait_for 15 "FAILED:orphaned" \
 	"SELECT status || ':' || outcome FROM pqrun.job_done WHERE job_type = 'died'"
 q -c "SELECT pqrun.enqueue('cols2') + pqrun.enqueue('cols2')" >/dev/null
@@ -225,7 +225,7 @@ q -c "DROP POLICY only_a ON pqrun.job_live" -c "ALTER TABLE pqrun.job_live NO FO
 echo "-- a failing maintenance round is logged and retried; the server stays up"
 q -c "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RAISE EXCEPTION 'dd refuses'; END\$\$" \
 	-c "CREATE TRIGGER refuse BEFORE INSERT ON pqrun.job_done FOR EACH ROW EXECUTE FUNCTION public.refuse()" >/dev/null
-psql -X -qtA -d "$db" -c "SELECT pqrun.enqueue('died2', max_attempts => 1)" -c "SELECT id FROM pqrun.pickup('w', ARRAY['died2'])" >/dev/null
+psql -X -qtA -d "$db" -c "SET pqrun.claim_hold = session" -c "SELECT pqrun.enqueue('died2', max_attempts => 1)" -c "SELECT id FROM pqrun.pickup('w', ARRAY['died2'])" >/dev/null
 sleep 3
 check "the job stays RUNNING while the rounds fail" RUNNING "SELECT status FROM pqrun.jobs WHERE job_type = 'died2'"
 q -c "DROP TRIGGER refuse ON pqrun.job_done" -c "DROP FUNCTION public.refuse()" >/dev/null

@@ -466,17 +466,39 @@ err=$(q -v VERBOSITY=sqlstate -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
 	-c "SELECT count(*) FROM pqrun.pickup('rr')" -c "COMMIT" 2>&1 || true)
 [[ "$err" == 0 ]] || fail "a pickup without wait under REPEATABLE READ: [$err]"
 
-# Two waiters and one job, with sessions that stay: one gets it. A session
-# that ends while it holds its job (psql -c does, right after the pickup) is
-# the worker dying: orphan rescue ends that attempt within a round (about a
-# second) and the next waiter gets the job's next attempt, with a new lease.
-# That is how two psql -c waiters "both got the one job": each got its own
-# attempt. Workers that keep their connection (the reference workers, the
-# herd above) never see it.
-echo "-- a waiter whose session ends holding its job: orphan rescue gives the next attempt to the next waiter"
+# Two waiters and one job, with sessions that end right after their pickup
+# (psql -c). By default a claim is held by its lease: one waiter gets the
+# job, the other nothing, and the job stays RUNNING under the first lease
+# after that session ended (0.15.0 bound every claim to its session: orphan
+# rescue ended the attempt within a round and the other waiter got the job
+# too, "both got the one job"). Under pqrun.claim_hold = session, asked for
+# by workers that keep their connection, the session ending is the worker
+# dying: orphan rescue ends that attempt within a round (about a second) and
+# the next waiter gets the job's next attempt, with a new lease.
+echo "-- two psql -c waiters, one job: one gets it, held by its lease after its session ended"
 reset
-start O1 "$(pick_sql O1 "job_types => '{o}', wait => '10 s'")"
-start O2 "$(pick_sql O2 "job_types => '{o}', wait => '10 s'")" "SELECT pg_sleep(3)"
+start O1 "$(pick_sql O1 "job_types => '{o}', wait => '3 s'")"
+start O2 "$(pick_sql O2 "job_types => '{o}', wait => '3 s'")"
+sleeping O1 O2
+sleep 0.3
+commit "pqrun.enqueue('o')"
+job=$RESULT
+got=
+for w in O1 O2; do
+	finish_pick $w
+	got="$got $IDS"
+done
+[ "$(echo $got | tr ' ' '\n' | LC_ALL=C sort | paste -sd' ')" = "- $job" ] || fail "the waiters returned [$got], expected job $job once"
+sleep 1.5 # a round or more after both sessions ended
+held=$(ctl "SELECT status || ' ' || attempts || ' ' || (holder_pid IS NULL) FROM pqrun.job_live WHERE id = $job")
+[ "$held" = "RUNNING 1 true" ] || fail "job $job after its picking session ended: [$held], expected RUNNING 1 true"
+ctl "SELECT pqrun.cancel($job)" >/dev/null
+echo "   one waiter got job $job; RUNNING under its lease after the session ended"
+
+echo "-- a waiter whose session-held job outlives its session: orphan rescue gives the next attempt to the next waiter"
+reset
+start O1 "SET pqrun.claim_hold = session" "$(pick_sql O1 "job_types => '{o}', wait => '10 s'")"
+start O2 "SET pqrun.claim_hold = session" "$(pick_sql O2 "job_types => '{o}', wait => '10 s'")" "SELECT pg_sleep(3)"
 sleeping O1 O2
 sleep 0.3
 commit "pqrun.enqueue('o')"
@@ -551,9 +573,32 @@ finish_pick $other
 assert_woken $other "$job"
 
 # NOTIFY payloads are readable by any role that can connect (README,
-# "Permissions"): pqrun.notify = off sends none. A queue name of 8000 bytes
-# or more made enqueue fail ("payload string too long"); PREPARE TRANSACTION
-# after an enqueue failed with 0A000.
+# "Permissions"): pqrun.notify is off by default (0.15.0 had it on, and a
+# role granted nothing learnt every queue name) and then sends none. A
+# queue name of 8000 bytes or more made enqueue fail ("payload string too
+# long"); PREPARE TRANSACTION after an enqueue failed with 0A000.
+echo "-- NOTIFY: a role granted nothing by pqrun learns no queue name by default"
+psql -X -q -d postgres -c "DROP ROLE IF EXISTS lp_outsider" -c "CREATE ROLE lp_outsider LOGIN" >/dev/null
+# listen_while SQL: what a session of lp_outsider that LISTENs hears while SQL commits.
+listen_while() {
+	psql -X -qtA -d "$db" -U lp_outsider -c "LISTEN pqrun_jobs" -c "SELECT pg_sleep(1.5)" -c "SELECT 'end'" \
+		>"$tmp/outsider.out" 2>&1 &
+	local listener=$!
+	local deadline=$((SECONDS + 5))
+	until [ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'lp_outsider' AND query = 'SELECT pg_sleep(1.5)'")" = 1 ]; do
+		[ $SECONDS -lt $deadline ] || break
+		sleep 0.05
+	done
+	q -c "$1" >/dev/null
+	wait "$listener"
+	cat "$tmp/outsider.out"
+}
+heard=$(listen_while "SELECT pqrun.enqueue('t', queue => 'payroll-acme-layoffs')")
+[[ "$heard" == *end* && "$heard" != *Asynchronous* ]] || fail "by default, an outsider heard: [$heard]"
+heard=$(listen_while "SET pqrun.notify = on; SELECT pqrun.enqueue('t', queue => 'payroll-acme-layoffs')")
+[[ "$heard" == *'with payload "payroll-acme-layoffs"'* ]] ||
+	fail "positive control: with pqrun.notify on, the outsider should hear the queue name: [$heard]"
+psql -X -q -d postgres -c "DROP ROLE lp_outsider" >/dev/null
 echo "-- NOTIFY: none with pqrun.notify off; a queue name too long for a payload is sent as an empty one"
 notified=$(q -c "SET pqrun.notify = off" -c "LISTEN pqrun_jobs" -c "SELECT pqrun.enqueue('t', queue => 'quiet') > 0")
 [[ "$notified" != *Asynchronous* ]] || fail "notified with pqrun.notify off: [$notified]"
@@ -565,7 +610,7 @@ notified=$(q -c "SET pqrun.notify = on" -c "LISTEN pqrun_jobs" -c "BEGIN" -c "SE
 	-c "PREPARE TRANSACTION 'lp_notify'" -c "COMMIT PREPARED 'lp_notify'" 2>&1)
 [[ "$notified" != *ERROR* ]] || fail "PREPARE TRANSACTION of an enqueue with pqrun.notify on: [$notified]"
 
-echo "-- without shared_preload_libraries: CREATE EXTENSION works, pickup(wait) polls and NOTIFY still works"
+echo "-- without shared_preload_libraries: CREATE EXTENSION works, pickup(wait) polls and NOTIFY (when on) still works"
 nodir=$(mktemp -d /tmp/pqrun-longpoll-nopreload.XXXXXX)
 chmod 755 "$nodir"
 {
@@ -591,7 +636,7 @@ cluster_start "$nodir" || fail "the cluster without preload did not start"
 	[ $latency -lt 250 ] || fail "polling pickup returned ${latency} ms after the commit (it re-checks every 50 ms)"
 	echo "   A got job $RESULT ${latency} ms after the commit"
 	# psql shows the notifications its own session receives, self-notifies too
-	notified=$(q -c "LISTEN pqrun_jobs" -c "SELECT pqrun.enqueue('t', queue => 'np') > 0")
+	notified=$(q -c "SET pqrun.notify = on" -c "LISTEN pqrun_jobs" -c "SELECT pqrun.enqueue('t', queue => 'np') > 0")
 	[[ "$notified" == *'Asynchronous notification "pqrun_jobs" with payload "np"'* ]] ||
 		fail "no NOTIFY without preload: [$notified]"
 	cancel_in_look

@@ -220,6 +220,34 @@ check "the worker's connections are closed" 0 \
 	"SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-worker'"
 assert "the worker logged the release" grep -q "released job=$long " "$tmp/worker.log"
 
+echo "== SIGKILL mid-job: the dead worker's jobs come back within a round (its claims are held by its sessions)"
+# Maintenance rounds every second (the test server's pqrun.reap_interval);
+# the jobs' stale window is an hour. With --hold lease, they wait for it.
+for hold in session lease; do
+	(cd "$example" && PGDATABASE=$db exec node cli.js --handlers ./handlers.js --concurrency 2 --queues "killed-$hold" \
+		--hold "$hold" --heartbeat-ms 500) >"$tmp/killed-$hold.log" 2>&1 &
+	victim=$!
+	q -c "SELECT pqrun.enqueue('slow', '{\"seconds\": 600}', timeout_seconds => 3600, queue => 'killed-$hold')
+	        FROM generate_series(1, 2)" >/dev/null
+	wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" ||
+		die "the two jobs of queue killed-$hold did not start"
+	sleep 1.2 # a heartbeat or two on the heartbeat connection too
+	kill -KILL "$victim"
+	wait "$victim" 2>/dev/null
+	killed_at=$(now_ms)
+	if [ "$hold" = session ]; then
+		assert "both jobs READY again, orphaned, within 5 s of the SIGKILL" \
+			wait_for 5 "READY 1 orphaned,READY 1 orphaned" \
+			"SELECT string_agg(status || ' ' || attempts || ' ' || split_part(last_error, ':', 1), ',') FROM pqrun.jobs WHERE queue = 'killed-$hold'"
+		echo "     $(($(now_ms) - killed_at)) ms after the SIGKILL"
+	else
+		sleep 2.5
+		check "with --hold lease, the killed worker's jobs stay RUNNING under their leases" "RUNNING,RUNNING" \
+			"SELECT string_agg(status::text, ',') FROM pqrun.jobs WHERE queue = 'killed-$hold'"
+	fi
+	q -c "SELECT count(pqrun.cancel(id)) FROM pqrun.jobs WHERE queue = 'killed-$hold'" >/dev/null
+done
+
 echo "== exactly once: 3 worker processes x 2 loops drain 4 waves of 100 jobs, long-polling between waves"
 # Each loop marks a job done with mark_done_and_pickup, which claims its
 # next job in the same transaction; between waves every loop waits in a

@@ -274,6 +274,37 @@ check "nothing was picked up after SIGTERM" \
 	"SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $(job after-sigterm)" "READY 0"
 check "no job is left RUNNING" "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 0
 
+echo "-- SIGKILL mid-job: the dead worker's jobs come back within a round (its claims are held by its sessions)"
+# Maintenance rounds run every second (the test server's pqrun.reap_interval);
+# the jobs' stale window is an hour. With --hold lease, they wait for it.
+for hold in session lease; do
+	cd "$repo/examples/python" || exit 1
+	"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 2 --queues "killed-$hold" \
+		--hold "$hold" --heartbeat-interval 0.5 --log-level INFO >"$work/killed-$hold.log" 2>&1 &
+	victim=$!
+	cd - >/dev/null
+	q "SELECT pqrun.enqueue('slow', '{\"seconds\": 600}', timeout_seconds => 3600, queue => 'killed-$hold')
+	     FROM generate_series(1, 2)" >/dev/null
+	wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" 2 10 ||
+		fail "the two jobs of queue killed-$hold did not start"
+	sleep 1.2 # a heartbeat or two on the heartbeat connections too
+	kill -KILL "$victim"
+	wait "$victim" 2>/dev/null
+	killed_at=$(now_ms)
+	if [ "$hold" = session ]; then
+		wait_for "SELECT string_agg(status || ' ' || attempts || ' ' || last_error, ',') FROM pqrun.jobs WHERE queue = 'killed-$hold'" \
+			"READY 1 orphaned: the backend holding the job exited,READY 1 orphaned: the backend holding the job exited" 5 &&
+			echo "ok: both jobs READY again $(($(now_ms) - killed_at)) ms after the SIGKILL" ||
+			fail "the jobs of the killed worker did not come back within 5 s"
+	else
+		sleep 2.5
+		check "with --hold lease, the killed worker's jobs stay RUNNING under their leases (until their stale window)" \
+			"SELECT string_agg(status::text, ',') FROM pqrun.jobs WHERE queue = 'killed-$hold'" "RUNNING,RUNNING"
+		q "SELECT pqrun.cancel(id) FROM pqrun.jobs WHERE queue = 'killed-$hold'" >/dev/null
+	fi
+done
+q "SELECT pqrun.cancel(id) FROM pqrun.jobs WHERE queue = 'killed-session'" >/dev/null
+
 echo "-- exactly once: 3 worker processes x 2 loops drain 4 waves of 100 jobs, long-polling between waves"
 # Each loop marks a job done with mark_done_and_pickup, which claims its
 # next job in the same transaction; between waves every loop waits in a

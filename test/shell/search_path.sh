@@ -208,7 +208,7 @@ SELECT pqrun.enqueue('attack2-plain');
 SELECT pqrun.enqueue('attack2-delayed', run_after => now() + interval '3 s');
 SELECT pqrun.schedule('attack2-tick', 'attack2-tick', run_every => '1 second');
 SQL
-qc $adb -c "SELECT id FROM pqrun.pickup('attack2-orphan', job_types => '{attack2-plain}')" >/dev/null
+qc $adb -c "SET pqrun.claim_hold = session" -c "SELECT id FROM pqrun.pickup('attack2-orphan', job_types => '{attack2-plain}')" >/dev/null
 # a restart of the server, or a crash of any backend, reconnects the worker too
 qc postgres -c "SELECT pg_terminate_backend(pid) FROM ($(worker_of $adb)) w" >/dev/null
 
@@ -771,7 +771,7 @@ SELECT count(*) FROM pqrun.pickup('bgw-stale', job_types => '{bgw-stale}');
 SELECT pg_catalog.pg_sleep(6);
 SQL
 pids+=($!)
-run_as $worker $db orphan-maker <<<"SET application_name = 'bgw work: orphan maker'; SELECT count(*) FROM pqrun.pickup('bgw-orphan', job_types => '{bgw-orphan}');"
+run_as $worker $db orphan-maker <<<"SET application_name = 'bgw work: orphan maker'; SET pqrun.claim_hold = session; SELECT count(*) FROM pqrun.pickup('bgw-orphan', job_types => '{bgw-orphan}');"
 ids="(SELECT * FROM public.bgw_ids) AS i"
 bgw_did() {
 	if wait_for $db "$2" t "$3"; then ok "maintenance worker: $1"; else fail "maintenance worker did not: $1"; fi

@@ -99,6 +99,7 @@ marks = []             # (kind, id, attempt, lease, result, worker)
 killed_pids = {}       # pid -> time chaos asked for its termination
 uncertain_workers = set()  # worker ids (generations) killed with a claim's commit in flight
 lost_workers = set()       # worker ids (generations) whose connection was killed
+session_workers = set()    # worker ids (generations) whose claims are held by their session too
 chaos_targets = set()      # producer and consumer names
 client_pids = {}       # client name -> current backend pid (targets for chaos)
 consumer_names = set()
@@ -146,6 +147,12 @@ class Client(threading.Thread):
                 pass
         self.conn = connect("stress_" + self.cname)
         self.gen += 1
+        # Half the connections hold their claims by session as well: a
+        # killed one's jobs come back through orphan rescue, the others'
+        # only when their stale window passes (the drain reaps them).
+        if self.rnd.random() < 0.5:
+            self.conn.execute("SET pqrun.claim_hold = session")
+            session_workers.add(self.worker)
         self.pid = self.conn.info.backend_pid
         self.timeout_ms = 0
         self.deferred = None   # whatever the server's default is: SET it before relying on it
@@ -956,7 +963,10 @@ def main():
             violation("a client did not stop", f"{c.cname} still running 30 s after the stop; last: {c.last_sql}")
     print(f"stress: chaos phase {t:.1f} s, wind down {now() - t:.1f} s")
 
-    # 3. drain, with every orphan rescued in a maintenance round or two
+    # 3. drain, with every orphan of a session-held claim rescued in a
+    # maintenance round or two, and the lease-held claims of killed
+    # connections reaped once silent for 3 s (every consumer has stopped:
+    # whatever still runs is an orphan)
     t = now()
     drainers = run_threads([Drainer(f"d{i}", 0) for i in range(N_DRAINERS)])
     deadline = time.monotonic() + 30
@@ -965,6 +975,7 @@ def main():
         left = mon.execute("SELECT count(*) FROM pqrun.job_live WHERE job_type <> 'wake'").fetchone()[0]
         if left == 0:
             break
+        count("reaped in the drain", mon.execute("SELECT pqrun.reap_stale('3 s')").fetchone()[0])
         time.sleep(0.2)
     drained.set()
     for d in drainers:
@@ -1082,6 +1093,14 @@ def check(mon):
             want = ("done",) if n == j[2] else ("retry", "orphaned", "stale")
             if a[3] not in want:
                 violation("attempt outcome", f"job {i} attempt {n} of {j[2]} by {a[2]}: outcome {a[3]}, expected {want}")
+            # only a session holds a claim beyond its lease
+            if a[3] == "orphaned" and a[2] not in session_workers:
+                violation("a lease-held claim rescued as an orphan",
+                          f"job {i} attempt {n} by {a[2]}, whose claims were held by their leases only")
+            if a[3] == "orphaned":
+                count("orphaned attempts of session-held claims")
+            elif a[3] == "stale" and a[2] in lost_workers and a[2] not in session_workers:
+                count("stale attempts of lease-held claims of killed connections")
 
     # marks: done/error only with the current lease; 55000 only for a lost lease
     done_ok = collections.defaultdict(list)
@@ -1100,7 +1119,7 @@ def check(mon):
                 violation("mark_error succeeded but the attempt was not retried",
                           f"job {i} attempt {n} by {worker}: job_attempts {a}")
         elif result == "55000":
-            allowed = {"orphaned"} if h and h["worker"] in lost_workers else set()
+            allowed = {"orphaned", "stale"} if h and h["worker"] in lost_workers else set()
             if h and h["timeout"]:
                 allowed.add("stale")
             if h and h["uncertain_mark"]:

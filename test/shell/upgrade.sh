@@ -176,13 +176,14 @@ done
 
 # A session that prepared its statements before the update uses the new
 # version's right after it, in the same connection: its heartbeat then
-# records the session's start next to its process id (0.5.0).
+# records the session's start next to its process id (0.5.0), for a claim
+# held by the session (pqrun.claim_hold).
 newest=$(tail -n 1 <<<"$released")
 db=pqrun_upgrade_session_$$
 echo "== $newest -> $current in one session ($db)"
 createdb "$db" || exit 1
 install_version "$newest" >/dev/null && q -c "SELECT pqrun.enqueue('s')" >/dev/null || exit 1
-answer=$(q -c "DO \$\$BEGIN PERFORM pqrun.pickup('w'); PERFORM pqrun.heartbeat(1); END\$\$" \
+answer=$(q -c "SET pqrun.claim_hold = session" -c "DO \$\$BEGIN PERFORM pqrun.pickup('w'); PERFORM pqrun.heartbeat(1); END\$\$" \
 	-c "ALTER EXTENSION pqrun UPDATE" \
 	-c "DO \$\$BEGIN PERFORM pqrun.heartbeat(1); END\$\$" \
 	-c "SELECT holder_started = pqrun._backend_started() FROM pqrun.job_live WHERE id = 1" 2>&1)

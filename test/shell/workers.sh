@@ -79,10 +79,10 @@ wait_for app1 "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" 
 wait_for app1 "SELECT outcome FROM pqrun.job_attempts WHERE job_id = $id" "stale" 2
 q -d postgres -c "ALTER SYSTEM RESET pqrun.orphan_rescue" -c "SELECT pg_reload_conf()" >/dev/null
 
-echo "-- an orphaned job (its client killed) is rescued within seconds"
+echo "-- an orphaned job (held by its session, whose client is killed) is rescued within seconds"
 q -d app1 -c "SELECT pqrun.cancel($id)" >/dev/null
 id=$(q -d app1 -c "SELECT pqrun.enqueue('orphan')")
-psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SET pqrun.claim_hold = session" \
 	-c "SELECT id FROM pqrun.pickup('doomed')" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
 client=$!
 wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" RUNNING 5
@@ -92,11 +92,11 @@ wait_for app1 "SELECT outcome FROM pqrun.job_attempts WHERE job_id = $id" "orpha
 
 echo "-- a heartbeating job is not rescued while its holder lives"
 id=$(q -d app1 -c "SELECT pqrun.enqueue('alive')")
-psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SET pqrun.claim_hold = session" \
 	-c "SELECT id FROM pqrun.pickup('alive-worker', job_types => '{alive}')" -c "SELECT pg_sleep(3)" >/dev/null 2>&1
 # the picking session has now exited normally: that too is an orphan
 wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" READY 5
-psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SET pqrun.claim_hold = session" \
 	-c "SELECT id FROM pqrun.pickup('alive-worker', job_types => '{alive}')" \
 	-c "SELECT pqrun.heartbeat($id)" -c "SELECT pg_sleep(2)" -c "SELECT pqrun.mark_done($id)" >/dev/null
 wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" DONE 2

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                         " (default 30)")
     p.add_argument("--grace-period", type=float, default=30.0,
                    help="seconds in-flight jobs get to finish at shutdown before pqrun.release (default 30)")
+    p.add_argument("--hold", choices=("session", "lease"), default="session",
+                   help="session: a job of a worker that dies is given back within a round (default);"
+                        " lease: only after its stale window (behind a pooler in transaction mode)")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
 
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         worker = Worker(PgJobStore(args.dsn), load_handlers(args.module), concurrency=args.concurrency,
                         job_types=args.job_types, queues=args.queues, worker_id=args.worker_id,
                         poll_wait=args.poll_wait, heartbeat_interval=args.heartbeat_interval,
-                        grace_period=args.grace_period)
+                        grace_period=args.grace_period, hold=args.hold)
     except ValueError as exc:
         p.error(str(exc))
     code = worker.run()

@@ -31,6 +31,13 @@ handler's ``ctx.progress(...)`` reports go out with a heartbeat of their own,
 at most one a second (a report cancels a waiting heartbeat to get out now),
 and the last one at the latest with the job's outcome.
 
+The jobs a worker claims are held by its session as well as by their leases
+(``hold="session"``, ``SET pqrun.claim_hold = session`` on the loops' and the
+heartbeats' connections): if the process dies, a maintenance round gives its
+jobs back within a second or two instead of after their stale window. Behind
+a pooler in transaction mode, whose server connections are not the worker's,
+pass ``hold="lease"``: the jobs then wait for their stale window.
+
 Shutdown (SIGTERM, SIGINT or ``stop()``): stop picking up, let in-flight jobs
 finish within ``grace_period`` seconds, then give the rest back with
 ``pqrun.release`` (READY at once, the attempt not used up), tell their
@@ -230,11 +237,13 @@ class Worker:
                  job_types: Optional[Sequence[str]] = None, queues: Optional[Sequence[str]] = None,
                  worker_id: Optional[str] = None, poll_wait: float = 5.0, heartbeat_interval: float = 30.0,
                  grace_period: float = 30.0, backoff: Optional[BackoffPolicy] = None,
-                 loop_error_policy: LoopErrorPolicy = LoopErrorPolicy()) -> None:
+                 loop_error_policy: LoopErrorPolicy = LoopErrorPolicy(), hold: str = "session") -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if heartbeat_interval <= 0:
             raise ValueError("heartbeat_interval must be positive")
+        if hold not in ("session", "lease"):
+            raise ValueError("hold must be 'session' or 'lease'")
         self.store = store
         self.handlers = dict(handlers)
         self.job_types = list(job_types) if job_types else sorted(self.handlers)
@@ -249,6 +258,7 @@ class Worker:
         self.grace_period = grace_period
         self.backoff = backoff
         self.loop_error_policy = loop_error_policy
+        self.hold = hold
 
         self._stop = threading.Event()       # loops: no more pickups
         self._beats_stop = threading.Event()  # heartbeat threads: exit
@@ -260,6 +270,13 @@ class Worker:
         self._beats: list[threading.Thread] = []
         self._beat_wake = {n: threading.Event() for n in range(1, concurrency + 1)}
         self._beat_conns: dict[int, psycopg.Connection] = {}
+
+    def _connect(self) -> psycopg.Connection:
+        """A connection for a loop or its heartbeats, whose claims are held as ``hold`` says."""
+        conn = self.store.connect()
+        if self.hold == "session":
+            conn.execute("SET pqrun.claim_hold = session")
+        return conn
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -371,7 +388,7 @@ class Worker:
             else:
                 try:
                     if conn is None or conn.closed or conn.broken:
-                        conn = self.store.connect()
+                        conn = self._connect()
                     with self._lock:
                         if self._stop.is_set():
                             break
@@ -533,7 +550,7 @@ class Worker:
                 continue
             try:
                 if conn is None or conn.closed:
-                    conn = self.store.connect()
+                    conn = self._connect()
                     with self._lock:
                         self._beat_conns[n] = conn
                 self._heartbeat(f, conn)
