@@ -54,7 +54,7 @@ fi
 clients_list=${BENCH_CLIENTS:-$d_clients}
 seconds=${BENCH_SECONDS:-$d_seconds}
 rounds=${BENCH_ROUNDS:-$d_rounds}
-workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W5 E1 L1"}
+workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W3Q W3Qt W5 E1 L1"}
 jobs=${BENCH_JOBS:-$d_jobs}
 deep=${BENCH_DEEP_JOBS:-$d_deep}
 w2_depth=${BENCH_W2_DEPTH:-1000}
@@ -164,30 +164,35 @@ systems_for() {
 	case $1 in
 	L0 | L0floor) echo ceiling ;;
 	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
-	L1 | W1c | W1bc | W1L | W1K | W1Kref | W3K | W3Kref | W2c) echo pqrun ;;
+	L1 | W1c | W1bc | W1L | W1K | W1Kref | W3K | W3Kref | W3Q | W3Qref | W3Qt | W3Qtref | W2c) echo pqrun ;;
 	*) echo "pqrun baseline" ;;
 	esac
 }
 
 # ---- keyed queues (W1K, W3K) -------------------------------------------------
 
-# fill_keyed DEPTH KEY_EXPR: enqueue DEPTH ready jobs into pqrun's default
-# queue as refill does (enqueue_batch in chunks of BENCH_FILL_CHUNK, in id
-# order, asynchronous commits), each with the concurrency key KEY_EXPR, an SQL
-# expression of the job's number i (1..DEPTH).
-fill_keyed() {
-	local depth=$1 key_expr=$2
+# fill_jobs DEPTH JOB_TYPE [FIELDS]: enqueue DEPTH ready jobs of JOB_TYPE as
+# refill does (enqueue_batch in chunks of BENCH_FILL_CHUNK, in id order,
+# asynchronous commits), with FIELDS (", 'name', expression" pairs of
+# jsonb_build_object; expressions of the job's number i, 1..DEPTH).
+fill_jobs() {
+	local depth=$1 job_type=$2 fields=${3:-}
 	q bench_pqrun "SET synchronous_commit = off;
 		DO \$\$
 		BEGIN
 			FOR c IN 0 .. ($depth - 1) / $fill_chunk LOOP
 				PERFORM count(*) FROM pqrun.enqueue_batch((
-					SELECT jsonb_agg(jsonb_build_object('job_type', 'job', 'payload', jsonb_build_object('n', i),
-					                                    'concurrency_key', $key_expr) ORDER BY i)
+					SELECT jsonb_agg(jsonb_build_object('job_type', '$job_type', 'payload', jsonb_build_object('n', i)
+					                                    $fields) ORDER BY i)
 					  FROM generate_series(c * $fill_chunk + 1, least((c + 1) * $fill_chunk, $depth)) AS i));
 				COMMIT;
 			END LOOP;
 		END \$\$" >/dev/null
+}
+# fill_keyed DEPTH KEY_EXPR: DEPTH jobs into pqrun's default queue, each with
+# the concurrency key KEY_EXPR.
+fill_keyed() {
+	fill_jobs "$1" job ", 'concurrency_key', $2"
 }
 
 # W1K's queue: refill's empty pqrun, then DEPTH jobs spread round robin over
@@ -289,6 +294,32 @@ hog_check() {
 # over when none is left).
 ready_beside_hog() {
 	q bench_pqrun "SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND concurrency_key IS DISTINCT FROM 'hog'"
+}
+
+# ---- a deep backlog of another queue and job type (W3Q, W3Qt) ---------------
+
+# prepare_w3q: refill's empty pqrun, BENCH_DEEP_JOBS ready jobs of queue
+# 'deep' and job type 'deep' (timed, in w3q_note), then BENCH_JOBS of queue
+# 'default' and job type 'job' as refill makes them, VACUUM ANALYZE and
+# CHECKPOINT. A pickup by queue 'default' or job type 'job' drains the
+# latter; before 0.16.0 it walked the deep jobs, ahead of its own in pickup
+# order (ids), at each pickup.
+w3q_note=""
+prepare_w3q() {
+	local t0 secs
+	refill pqrun 0 1 drain
+	t0=$(date +%s.%N)
+	fill_jobs "$deep" deep ", 'queue', 'deep'"
+	secs=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')
+	w3q_note="deep fill=$deep jobs in ${secs}s"
+	printf '(deep: %s jobs filled in %ss) ' "$deep" "$secs"
+	fill_jobs "$jobs" job
+	q bench_pqrun "VACUUM ANALYZE" >/dev/null
+	q bench_pqrun "CHECKPOINT" >/dev/null
+}
+# ready_beside_deep: READY jobs of the queue W3Q and W3Qt drain.
+ready_beside_deep() {
+	q bench_pqrun "SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND queue = 'default'"
 }
 
 # ---- one measurement -------------------------------------------------------
@@ -405,7 +436,9 @@ measure() {
 	W1c) script=${system}_w1c.sql kind=drain depth=$jobs ;;
 	W1bc) script=${system}_w1bc.sql kind=drain depth=$jobs ;;
 	W1L) script=${system}_w1.sql kind=drain depth=$jobs ;;
-	W1K | W3K | W1Kref | W3Kref) script=${system}_w1.sql kind=drain depth=$jobs ;;
+	W1K | W3K | W1Kref | W3Kref | W3Qref | W3Qtref) script=${system}_w1.sql kind=drain depth=$jobs ;;
+	W3Q) script=${system}_w3q.sql kind=drain depth=$jobs ;;
+	W3Qt) script=${system}_w3qt.sql kind=drain depth=$jobs ;;
 	W2c) script=${system}_w2c.sql kind=steady depth=$w2_depth ;;
 	W3) script=${system}_w1.sql kind=drain depth=$deep ;;
 	W2 | W5) script=${system}_w2.sql kind=steady depth=$w2_depth ;;
@@ -421,6 +454,7 @@ measure() {
 	case $workload in
 	W1K) refill_w1k "$depth" ;;
 	W3K) prepare_w3k "$round" ;;
+	W3Q | W3Qt) prepare_w3q ;;
 	*) refill "$system" "$depth" "$n" "$kind" ;;
 	esac
 	[ "$workload" = W3K ] || hog_round=""
@@ -435,6 +469,7 @@ measure() {
 		SELECT pqrun.set_key_limit('default', 1000)" >/dev/null
 	read -r done0 ready0 total0 _ <<<"$(counters "$system")"
 	[ "$workload" = W3K ] && ready0=$(ready_beside_hog)
+	case $workload in W3Q | W3Qt) ready0=$(ready_beside_deep) ;; esac
 	[ "$workload" = W4 ] && sizes0=$(table_sizes "$system")
 	[ "$workload" = W5 ] && start_holder "$db"
 	case $workload in
@@ -458,6 +493,7 @@ measure() {
 	fi
 	read -r done1 ready1 total1 last1 <<<"$(counters "$system")"
 	[ "$workload" = W3K ] && ready1=$(ready_beside_hog)
+	case $workload in W3Q | W3Qt) ready1=$(ready_beside_deep) notes+=("$w3q_note") ;; esac
 	if [ "$workload" = W5 ]; then
 		dead=$(dead_tuples "$system")
 		stop_holder "$db"
@@ -607,7 +643,7 @@ for round in $(seq "$rounds"); do
 			[ "$round" -le "$soak_rounds" ] || continue
 			measure pqrun W6 "$soak_clients" "$round"
 			continue ;;
-		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W5 | E1) ;;
+		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W3Q | W3Qt | W5 | E1) ;;
 		*) echo "unknown workload $workload" >&2; exit 2 ;;
 		esac
 		subs=$workload
@@ -619,6 +655,8 @@ for round in $(seq "$rounds"); do
 		# machine's speed drifts by more than the 10% those targets allow.
 		[ "$workload" = W1K ] && subs="W1K W1Kref"
 		[ "$workload" = W3K ] && subs="W3K W3Kref"
+		[ "$workload" = W3Q ] && subs="W3Q W3Qref"
+		[ "$workload" = W3Qt ] && subs="W3Qt W3Qtref"
 		for n in $clients_list; do
 			for sub in $subs; do
 				for system in $(systems_for "$sub"); do measure "$system" "$sub" "$n" "$round"; done
@@ -637,7 +675,7 @@ pgver=$(q postgres "SHOW server_version")
 	echo
 	echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, $(uname -sr); load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "- PostgreSQL $pgver, loopback, shared_buffers 1GB, fsync on, synchronous_commit on; pqrun $tested"
-	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b/W1K drain $jobs jobs, W3 $deep, W3K $jobs beside a hog key of $deep, W2/W5 start at $w2_depth; total ${elapsed}s"
+	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b/W1K drain $jobs jobs, W3 $deep, W3K $jobs beside a hog key of $deep, W3Q/W3Qt $jobs beside $deep of another queue and job type, W2/W5 start at $w2_depth; total ${elapsed}s"
 	echo "- pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off} in bench_pqrun (nobody LISTENs; the long poll wakes consumers)"
 	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep bash bench/run.sh\`"
 	echo "- raw figures: bench/results/$stamp.csv (one row per measurement); below, medians over rounds"

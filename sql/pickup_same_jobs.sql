@@ -23,6 +23,20 @@ BEGIN
   EXECUTE statement INTO picked;
   RETURN CASE WHEN picked = 0 THEN 'nothing picked' WHEN token_calls() = before THEN 'direct' ELSE 'sql' END;
 END $$;
+-- index_of answers which of the pick indexes the pickups of `statement`
+-- read: a filtered pickup its lanes (job_live_pick_type by job type,
+-- job_live_pick_queue by queue), an unfiltered one job_live_pick.
+CREATE FUNCTION index_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  names text[] := '{job_live_pick,job_live_pick_type,job_live_pick_queue}';
+  before bigint[] := ARRAY(SELECT pg_stat_get_xact_numscans(('pqrun.' || n)::regclass) FROM unnest(names) n);
+  read text[];
+BEGIN
+  EXECUTE statement;
+  read := ARRAY(SELECT n FROM unnest(names) WITH ORDINALITY AS i(n, k)
+                 WHERE pg_stat_get_xact_numscans(('pqrun.' || n)::regclass) > before[k]);
+  RETURN array_to_string(read, ',');
+END $$;
 -- picked answers what a batch pickup with these filters hands out, in
 -- order, but for what differs between any two pickups (lease, claim time),
 -- and rolls the pickup back.
@@ -58,6 +72,12 @@ SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS plain,
        path_of($$SELECT count(*) FROM pqrun.pickup('p', batch_size => 2, wait => '10 ms')$$) AS waiting,
        path_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{none}')$$) AS no_match;
 ROLLBACK;
+BEGIN;
+SELECT index_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS plain,
+       index_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{odd}')$$) AS by_type,
+       index_of($$SELECT count(*) FROM pqrun.pickup('p', queues => '{q3}')$$) AS by_queue,
+       index_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{odd}', queues => '{q3}')$$) AS by_both;
+ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS repeatable_read;
 ROLLBACK;
@@ -80,7 +100,8 @@ ROLLBACK;
 -- takes it), as the same rows, with and without filters.
 CREATE TEMP TABLE filters (n int, types text[], queues text[]);
 INSERT INTO filters VALUES (1, NULL, NULL), (2, '{odd}', NULL), (3, NULL, '{q3,nope}'), (4, '{even}', '{default}'),
-                           (5, '{none}', NULL);
+                           (5, '{none}', NULL), (6, '{odd,even,odd}', '{default,q3,default}'), (7, '{odd,odd}', NULL),
+                           (8, NULL, '{q3,q3,default}'), (9, '{even,odd}', '{q3}');
 SELECT jsonb_object_agg(n, picked(types, queues)) AS direct FROM filters \gset
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT jsonb_object_agg(n, picked(types, queues)) AS sql FROM filters \gset
@@ -152,6 +173,16 @@ SELECT coalesce(definition, '(none)') AS pick_index, w.path, w.same_jobs
        LATERAL with_pick_index(definition, :'before') AS w
  ORDER BY n;
 SELECT path_of($$SELECT count(*) FROM pqrun.pickup('p')$$) AS restored;
+-- A lanes index that is not pqrun's (here one that misses the jobs of
+-- priority 0) is passed over: the filtered pickup walks job_live_pick, and
+-- hands out the same jobs.
+SELECT picked('{again}', NULL) AS before_type \gset
+BEGIN;
+DROP INDEX pqrun.job_live_pick_type;
+CREATE INDEX job_live_pick_type ON pqrun.job_live (job_type, (-(priority::bigint)), id) WHERE status = 'READY' AND priority > 0;
+SELECT picked('{again}', NULL) = :'before_type' AS same_jobs,
+       index_of($$SELECT count(*) FROM pqrun.pickup('p', job_types => '{again}')$$) AS index_read;
+ROLLBACK;
 
 -- 5. A second pickup of the same transaction writes the first one's claims
 -- before it looks, and so passes over those jobs.

@@ -18,8 +18,9 @@ CREATE SEQUENCE pqrun.job_id_seq;
  * leaves it when it finishes, so pickup never wades through history.
  * `delayed` marks a READY job whose run_after was in the future when it was
  * written; it sits outside the pickup index until it is promoted. A running
- * job's holder is the session with process id holder_pid that started at
- * holder_started (last, as ALTER TABLE added it in 0.5.0). `progress` is
+ * job claimed under pqrun.claim_hold = session is held by the session with
+ * process id holder_pid that started at holder_started (last, as ALTER
+ * TABLE added it in 0.5.0); both are NULL for a job held by its lease. `progress` is
  * what the job's worker last reported with its heartbeat and `snoozes` how
  * often it was snoozed (0.8.0, last for the same reason), then its
  * concurrency key (0.10.0) and the tokens it takes from each rate limit
@@ -63,6 +64,15 @@ CREATE TABLE pqrun.job_live (
  * walking dead entries at the head of the index. Jobs with a concurrency key
  * are in their lane instead (below). */
 CREATE INDEX job_live_pick ON pqrun.job_live ((-(priority::bigint)), id)
+	WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
+/* The same jobs by job type, and by queue and job type, each in pickup
+ * order (0.16.0): a pickup filtered by job type, by queue or by both reads
+ * the heads of its lanes (one per job type, or per queue and job type) and
+ * merges them, so what other queues and job types hold back costs it
+ * nothing (src/jobs/pick_direct.cpp). */
+CREATE INDEX job_live_pick_type ON pqrun.job_live (job_type, (-(priority::bigint)), id)
+	WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
+CREATE INDEX job_live_pick_queue ON pqrun.job_live (queue, job_type, (-(priority::bigint)), id)
 	WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
 /* One lane per (queue, concurrency_key), each in pickup order: a pickup
  * steps from key to key with one descent each, so a key at its limit is

@@ -76,6 +76,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W2') > 0 AS has_w2,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
        count(*) FILTER (WHERE workload = 'W3K') > 0 AS has_w3k,
+       count(*) FILTER (WHERE workload IN ('W3Q', 'W3Qt')) > 0 AS has_w3q,
        count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
        count(*) FILTER (WHERE workload = 'W6') > 0 AS has_w6,
        count(*) FILTER (WHERE workload = 'W5') > 0 AS has_w5,
@@ -108,6 +109,12 @@ t(ord, target, value, pass) AS (
 	UNION ALL
 	SELECT 6, 'W3K (beside a key at its limit with a deep backlog) within 10% of W1 (W3K/W1 ≥ 0.90; W1 right after it when measured)',
 	       min(coalesce(paired('W3K', clients), r('pqrun', 'W3K', clients) / nullif(r('pqrun', 'W1', clients), 0))), 0.90 FROM c
+	UNION ALL
+	SELECT 6, 'W3Q (by queue, beside a deep backlog of another queue) within 10% of W1 (W3Q/W1 right after it ≥ 0.90)',
+	       min(paired('W3Q', clients)), 0.90 FROM c
+	UNION ALL
+	SELECT 6, 'W3Qt (by job type, beside a deep backlog of another job type) within 10% of W1 (W3Qt/W1 right after it ≥ 0.90)',
+	       min(paired('W3Qt', clients)), 0.90 FROM c
 	UNION ALL
 	SELECT 7, 'W4 no 30 s window below 90% of the first',
 	       (SELECT min(note(notes, 'min/first')::numeric) FROM results WHERE system = 'pqrun' AND workload = 'W4'), 0.90
@@ -228,6 +235,21 @@ SELECT format('The hog is filled by each W3K measurement that follows another re
                        FILTER (WHERE note(notes, 'hog fill') IS NOT NULL), 'none'),
               count(*) FILTER (WHERE notes ~ 'HOG'), count(*))
   FROM results WHERE system = 'pqrun' AND workload = 'W3K';
+\echo ''
+\endif
+
+-- ---- W3Q, W3Qt ------------------------------------------------------------------
+\if :has_w3q
+\echo '## W3Q and W3Qt: drains filtered by queue and by job type beside a deep backlog of another queue and job type'
+\echo ''
+SELECT * FROM paired_table('W3Q');
+\echo ''
+SELECT * FROM paired_table('W3Qt');
+\echo ''
+SELECT format('Deep fills (every W3Q and W3Qt): %s.',
+              coalesce(string_agg(format('%s round %s at %s client(s), %s', workload, round, clients, note(notes, 'deep fill')),
+                                   '; ' ORDER BY workload, round, clients), 'none'))
+  FROM results WHERE system = 'pqrun' AND workload IN ('W3Q', 'W3Qt');
 \echo ''
 \endif
 

@@ -98,6 +98,12 @@ spi::Statement kReadyExists{
     "SELECT " READY_EXISTS("status = 'READY' AND NOT delayed") " OR " READY_EXISTS("delayed AND run_after <= $3"),
     5,
     {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}};
+/* The second arm alone, where the filter lanes answer the first
+ * (pick_direct::AnyReady). */
+spi::Statement kDueExists{"due exists",
+                          "SELECT " READY_EXISTS("delayed AND run_after <= $3"),
+                          5,
+                          {TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTARRAYOID, TEXTARRAYOID}};
 #undef READY_EXISTS
 
 spi::Statement kNextDelayed{
@@ -655,13 +661,25 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 		    Datum values[5] = {PointerGetDatum(job_types), PointerGetDatum(queues),
 		                       TimestampTzGetDatum(GetCurrentTimestamp()), Datum(0), Datum(0)};
 		    char nulls[6] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', 'n', 'n', '\0'};
-		    SetBlocked(flow_control::Prepare(job_types, queues, 1), &values[3], &nulls[3]);
+		    bool gated = flow_control::Prepare(job_types, queues, 1);
+		    SetBlocked(gated, &values[3], &nulls[3]);
+		    /* A filtered look reads its own lanes only (pick_direct.hpp). */
+		    wake::PickKey start{INT64_MIN, INT64_MIN};
+		    uint64 gen;
+		    if (!citus::InShards())
+			    (void)wake::ReadHint(&start, &gen);
+		    pick_direct::Request request{Datum(0), 1, job_types, queues, start, 0, gated};
+		    bool lanes_ready = false;
+		    bool by_lanes = pick_direct::AnyReady(request, &lanes_ready);
 		    /* await_jobs runs as its caller (it commits, so it cannot be
 		          * SECURITY DEFINER); a superuser caller must still not run
 		          * the operators of whoever set the database's search_path. */
 		    int nest_level = guc::PinSearchPath();
-		    Exec(stmts::kReadyExists, values, nulls, SPI_OK_SELECT);
-		    ready = ColBool(0, 1) || pick_lanes::Ready(job_types);
+		    ready = lanes_ready;
+		    if (!ready) {
+			    Exec(by_lanes ? stmts::kDueExists : stmts::kReadyExists, values, nulls, SPI_OK_SELECT);
+			    ready = ColBool(0, 1) || pick_lanes::Ready(job_types);
+		    }
 		    guc::Unpin(nest_level);
 		    return ready;
 	    },

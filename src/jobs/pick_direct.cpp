@@ -35,27 +35,30 @@ struct Layout {
 /* FindLayout answers false when the pickup's result is not the row of
  * job_row.hpp (names and types; an install older or newer than this
  * library), or a job_live column has another type than the pqrun.jobs
- * column it fills (an operator's ALTER COLUMN TYPE). */
+ * column it fills (an operator's ALTER COLUMN TYPE). Without `out_desc`
+ * (a look that hands out nothing), job_live's columns are checked against
+ * job_row.hpp alone. */
 bool
 FindLayout(Relation live, TupleDesc out_desc, Layout *l)
 {
 	TupleDesc desc = RelationGetDescr(live);
-	if (out_desc->natts != kOut)
+	l->status = RequireAttNum(live, "status");
+	if (out_desc != nullptr && out_desc->natts != kOut)
 		return false;
-	l->status_type = TupleDescAttr(out_desc, job_row::kStatus)->atttypid;
+	l->status_type = out_desc != nullptr ? TupleDescAttr(out_desc, job_row::kStatus)->atttypid
+	                                     : TupleDescAttr(desc, l->status - 1)->atttypid;
 	for (int i = 0; i < kOut; i++) {
-		Form_pg_attribute out = TupleDescAttr(out_desc, i);
 		Oid type = OidIsValid(kColumns[i].type) ? kColumns[i].type : l->status_type;
-		if (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0)
+		Form_pg_attribute out = out_desc != nullptr ? TupleDescAttr(out_desc, i) : nullptr;
+		if (out != nullptr && (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0))
 			return false;
 		bool from_live = kColumns[i].picked == Picked::kColumn || kColumns[i].picked == Picked::kNextAttempt;
 		l->from[i] = from_live ? FindAttNum(live, kColumns[i].name) : 0;
 		if (from_live && l->from[i] == InvalidAttrNumber)
 			return false; /* a column an update added, not yet in job_live */
-		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != out->atttypid)
+		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != type)
 			return false;
 	}
-	l->status = RequireAttNum(live, "status");
 	l->delayed = RequireAttNum(live, "delayed");
 	l->key = FindAttNum(live, "concurrency_key");
 	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
@@ -179,6 +182,38 @@ OpenLaneIndex(Oid namespace_id, Relation live, const Layout &l)
 	return nullptr;
 }
 
+/* OpenFilterIndex opens job_live_pick_queue (`by_queue`) or
+ * job_live_pick_type when it is pqrun's: a valid btree on job_live keyed by
+ * queue and job type, or by job type (text_ops), then the ascending negated
+ * priority as a bigint (KeyedAsOurs) and the ascending id, holding every
+ * READY job that is not delayed and has no key. Installs before 0.16.0 have
+ * neither. */
+Relation
+OpenFilterIndex(Oid namespace_id, Relation live, const Layout &l, bool by_queue)
+{
+	static KnownIndex known[2];
+	Oid index_id = get_relname_relid(citus::Scoped(by_queue ? "job_live_pick_queue" : "job_live_pick_type"), namespace_id);
+	if (!OidIsValid(index_id) || get_rel_relkind(index_id) != RELKIND_INDEX)
+		return nullptr;
+	Relation index = index_open(index_id, RowShareLock);
+	const Form_pg_index form = index->rd_index;
+	TupleDesc desc = RelationGetDescr(index);
+	int lead = by_queue ? 2 : 1;
+	bool ours = form->indrelid == RelationGetRelid(live) && form->indisvalid && index->rd_rel->relam == BTREE_AM_OID &&
+	            IndexRelationGetNumberOfKeyAttributes(index) == lead + 2 &&
+	            (!by_queue || form->indkey.values[0] == l.from[kQueue]) &&
+	            form->indkey.values[lead - 1] == l.from[kJobType] && form->indkey.values[lead] == 0 &&
+	            form->indkey.values[lead + 1] == l.from[kId] && TupleDescAttr(desc, lead)->atttypid == INT8OID &&
+	            index->rd_opfamily[lead] == INTEGER_BTREE_FAM_OID && index->rd_opfamily[lead + 1] == INTEGER_BTREE_FAM_OID;
+	for (int i = 0; ours && i < lead + 2; i++)
+		ours = index->rd_indoption[i] == 0 && (i >= lead || (TupleDescAttr(desc, i)->atttypid == TEXTOID &&
+		                                                      index->rd_opfamily[i] == TEXT_BTREE_FAM_OID));
+	if (ours && KeyedAsOurs(index, l, IS_NULL, &known[by_queue ? 1 : 0]))
+		return index;
+	index_close(index, RowShareLock);
+	return nullptr;
+}
+
 /* A job_types or queues argument, unpacked once. */
 struct Filter {
 	Datum *elems = nullptr;
@@ -189,6 +224,27 @@ struct Filter {
 	{
 		if (array != nullptr)
 			deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	}
+
+	/* Distinct answers the array's values without NULLs and without
+	 * repeats (equal under `collation`), in `*n`. */
+	Datum *Distinct(Oid collation, int *n) const
+	{
+		Datum *out = static_cast<Datum *>(palloc(sizeof(Datum) * (count + 1)));
+		int all = 0;
+		for (int i = 0; i < count; i++)
+			if (!nulls[i])
+				out[all++] = elems[i];
+		auto compare = [](const void *a, const void *b, void *arg) {
+			return DatumGetInt32(DirectFunctionCall2Coll(bttextcmp, *static_cast<Oid *>(arg),
+			                                             *static_cast<const Datum *>(a), *static_cast<const Datum *>(b)));
+		};
+		qsort_arg(out, all, sizeof(Datum), compare, &collation);
+		*n = 0;
+		for (int i = 0; i < all; i++)
+			if (*n == 0 || compare(&out[*n - 1], &out[i], &collation) != 0)
+				out[(*n)++] = out[i];
+		return out;
 	}
 
 	/* Matches is `value = ANY (array)` under `collation`, as in SQL. */
@@ -322,6 +378,194 @@ LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Sn
 	return n;
 }
 
+/* ---- Filter lanes ----------------------------------------------------------
+ *
+ * A pickup filtered by job type walks job_live_pick_type, one lane per job
+ * type; one filtered by queue (and job type) walks job_live_pick_queue, one
+ * lane per queue and job type: the job types of each queue are found there
+ * too, a descent each. Each lane is in pickup order; the pickup merges
+ * their heads, so it reads what it claims plus a head per lane, whatever
+ * the other queues and job types hold. */
+
+/* One lane: its key values, and the next job it may lock. */
+struct FilterLane {
+	Datum queue; /* Datum(0) on job_live_pick_type */
+	Datum job_type;
+	wake::PickKey head;
+	ItemPointerData tid;
+	bool done;
+};
+
+struct FilterLanes {
+	Relation index;
+	bool by_queue;
+	FilterLane *lanes;
+	int count;
+	IndexScanDesc scan;
+	TupleTableSlot *seen;
+};
+
+/* TextKey sets `key` to compare text attribute `attno` with `value`: equal,
+ * greater or equal, or greater. */
+void
+TextKey(ScanKeyData *key, AttrNumber attno, StrategyNumber strategy, Oid collation, Datum value)
+{
+	RegProcedure procedure = strategy == BTEqualStrategyNumber          ? F_TEXTEQ
+	                         : strategy == BTGreaterEqualStrategyNumber ? F_TEXT_GE
+	                                                                    : F_TEXT_GT;
+	ScanKeyEntryInitialize(key, 0, attno, strategy, InvalidOid, collation, procedure, value);
+}
+
+/* IndexKey is TextKey on attribute `attno` of `index`, in its collation. */
+void
+IndexKey(ScanKeyData *key, Relation index, AttrNumber attno, StrategyNumber strategy, Datum value)
+{
+	TextKey(key, attno, strategy, index->rd_indcollation[attno - 1], value);
+}
+
+/* AddLanes appends the lanes of `queue` to `f`: one per distinct job type
+ * of `types`, or, without types, one per job type the index holds for the
+ * queue (dead entries too: a descent each). A lane whose queue and job type
+ * its controls hold back is left out whole. */
+void
+AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Request &r, int *capacity)
+{
+	auto add = [&](Datum job_type) {
+		if (r.gated && queue != Datum(0) && flow_control::Blocked(queue, job_type))
+			return;
+		if (f->count == *capacity) {
+			*capacity *= 2;
+			f->lanes = static_cast<FilterLane *>(repalloc(f->lanes, sizeof(FilterLane) * *capacity));
+		}
+		f->lanes[f->count++] = FilterLane{queue, job_type, {}, {}, false};
+	};
+	if (types != nullptr) {
+		for (int i = 0; i < ntypes; i++)
+			add(types[i]);
+		return;
+	}
+	IndexScanDesc keys = compat::IndexBeginScan(f->scan->heapRelation, f->index, GetActiveSnapshot(), 2);
+	keys->xs_want_itup = true;
+	/* The next job type is the next entry's, dead or not: skipping killed
+	 * entries could walk a whole dead lane. */
+	keys->ignore_killed_tuples = false;
+	ScanKeyData scankeys[2];
+	IndexKey(&scankeys[0], f->index, 1, BTEqualStrategyNumber, queue);
+	IndexKey(&scankeys[1], f->index, 2, BTGreaterEqualStrategyNumber, CStringGetTextDatum(""));
+	for (;;) {
+		index_rescan(keys, scankeys, 2, nullptr, 0);
+		if (index_getnext_tid(keys, ForwardScanDirection) == nullptr)
+			break;
+		bool isnull;
+		Datum job_type = index_getattr(keys->xs_itup, 2, keys->xs_itupdesc, &isnull);
+		if (isnull)
+			break;
+		job_type = PointerGetDatum(PG_DETOAST_DATUM_COPY(job_type));
+		add(job_type);
+		IndexKey(&scankeys[1], f->index, 2, BTGreaterStrategyNumber, job_type);
+	}
+	index_endscan(keys);
+}
+
+/* Advance moves `lane` to its first job from pickup key `from` on that the
+ * request may claim, seen under the scan's snapshot, or marks it done. */
+void
+Advance(FilterLanes *f, FilterLane *lane, wake::PickKey from, const Layout &l, const Request &r, const Filter &types,
+        const Filter &queues)
+{
+	ScanKeyData keys[3], members[2];
+	int lead = 0;
+	if (f->by_queue)
+		IndexKey(&keys[lead++], f->index, 1, BTEqualStrategyNumber, lane->queue);
+	IndexKey(&keys[lead], f->index, lead + 1, BTEqualStrategyNumber, lane->job_type);
+	lead++;
+	StartKey(from, &keys[lead], members);
+	for (ScanKeyData &member : members)
+		member.sk_attno += lead; /* the lane's (-priority, id) */
+	keys[lead].sk_attno = lead + 1;
+	index_rescan(f->scan, keys, lead + 1, nullptr, 0);
+	bool isnull;
+	while (index_getnext_slot(f->scan, ForwardScanDirection, f->seen)) {
+		CHECK_FOR_INTERRUPTS();
+		if (!Qualifies(l, r, types, queues, f->seen))
+			continue;
+		lane->head = wake::KeyOf(DatumGetInt32(slot_getattr(f->seen, l.from[kPriority], &isnull)),
+		                         DatumGetInt64(slot_getattr(f->seen, l.from[kId], &isnull)));
+		lane->tid = f->seen->tts_tid;
+		ExecClearTuple(f->seen);
+		return;
+	}
+	lane->done = true;
+}
+
+/* OpenLanes readies the lanes of a filtered request on `index` (its
+ * queues' and job types'), each at its first job from the request's start
+ * on. */
+FilterLanes
+OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, const Filter &types,
+          const Filter &queues)
+{
+	FilterLanes f{index, by_queue, nullptr, 0, nullptr, nullptr};
+	int capacity = 16;
+	f.lanes = static_cast<FilterLane *>(palloc(sizeof(FilterLane) * capacity));
+	f.scan = compat::IndexBeginScan(live, index, GetActiveSnapshot(), by_queue ? 3 : 2);
+	f.seen = table_slot_create(live, nullptr);
+	int ntypes = 0, nqueues = 0;
+	Datum *type_values = types.count >= 0 ? types.Distinct(index->rd_indcollation[by_queue ? 1 : 0], &ntypes) : nullptr;
+	if (by_queue) {
+		Datum *queue_values = queues.Distinct(index->rd_indcollation[0], &nqueues);
+		for (int i = 0; i < nqueues; i++)
+			AddLanes(&f, queue_values[i], type_values, ntypes, r, &capacity);
+	} else {
+		AddLanes(&f, Datum(0), type_values, ntypes, r, &capacity);
+	}
+	for (int i = 0; i < f.count; i++)
+		Advance(&f, &f.lanes[i], r.start, l, r, types, queues);
+	return f;
+}
+
+void
+CloseLanes(FilterLanes *f)
+{
+	ExecDropSingleTupleTableSlot(f->seen);
+	index_endscan(f->scan);
+}
+
+/* LockAndEmitLanes is LockAndEmit over the lanes of `index`: it locks the
+ * lanes' heads in pickup order, the lowest first, and moves each lane on
+ * past the head it tried. */
+uint64
+LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, Snapshot snapshot,
+                 Emit emit, void *arg)
+{
+	Filter types(r.job_types), queues(r.queues);
+	FilterLanes f = OpenLanes(live, index, by_queue, l, r, types, queues);
+	TupleTableSlot *locked = table_slot_create(live, nullptr);
+	CommandId cid = GetCurrentCommandId(true);
+	uint64 n = 0;
+	while (n < static_cast<uint64>(r.limit)) {
+		FilterLane *next = nullptr;
+		for (int i = 0; i < f.count; i++)
+			if (!f.lanes[i].done && (next == nullptr || wake::Less(f.lanes[i].head, next->head)))
+				next = &f.lanes[i];
+		if (next == nullptr)
+			break;
+		ItemPointerData tid = next->tid;
+		TM_FailureData tmfd;
+		TM_Result result = table_tuple_lock(live, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
+		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		/* Passed over as in LockAndEmit. */
+		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked)) &&
+		    EmitClaim(l, r, locked, emit, arg))
+			n++;
+		ExecClearTuple(locked);
+		Advance(&f, next, wake::PickKey{next->head.neg_priority, next->head.id + 1}, l, r, types, queues);
+	}
+	ExecDropSingleTupleTableSlot(locked);
+	CloseLanes(&f);
+	return n;
+}
+
 } // namespace
 
 bool
@@ -334,8 +578,16 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	Relation live = tables.live;
 	Layout layout;
 	Relation index = nullptr;
-	if (FindLayout(live, out_desc, &layout))
-		index = OpenPickIndex(namespace_id, live, layout);
+	/* A filtered pickup takes the lanes of its filter where they are
+	 * pqrun's (0.16.0 on), else the pick index as an unfiltered one. */
+	bool by_queue = request.queues != nullptr;
+	bool lanes = false;
+	if (FindLayout(live, out_desc, &layout)) {
+		if (request.job_types != nullptr || request.queues != nullptr)
+			lanes = (index = OpenFilterIndex(namespace_id, live, layout, by_queue)) != nullptr;
+		if (index == nullptr)
+			index = OpenPickIndex(namespace_id, live, layout);
+	}
 	if (index == nullptr) {
 		tables.Close();
 		return false;
@@ -347,7 +599,38 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CommandCounterIncrement();
 	UpdateActiveSnapshotCommandId();
-	*count = LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
+	*count = lanes ? LockAndEmitLanes(live, index, by_queue, layout, request, GetActiveSnapshot(), emit, arg)
+	               : LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	tables.Close();
+	return true;
+}
+
+bool
+AnyReady(const Request &request, bool *ready)
+{
+	if (request.job_types == nullptr && request.queues == nullptr)
+		return false;
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	Tables tables;
+	if (!OpenTables(namespace_id, AccessShareLock, &tables, false))
+		return false;
+	Relation live = tables.live;
+	Layout layout;
+	bool by_queue = request.queues != nullptr;
+	Relation index = FindLayout(live, nullptr, &layout) ? OpenFilterIndex(namespace_id, live, layout, by_queue) : nullptr;
+	if (index == nullptr) {
+		tables.Close();
+		return false;
+	}
+	PushActiveSnapshot(GetTransactionSnapshot());
+	Filter types(request.job_types), queues(request.queues);
+	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues);
+	*ready = false;
+	for (int i = 0; i < f.count && !*ready; i++)
+		*ready = !f.lanes[i].done;
+	CloseLanes(&f);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
 	tables.Close();
@@ -397,13 +680,6 @@ LaneRow(const LaneScan::State &st, TupleTableSlot *slot)
 		if ((*st.taken)[i] == id)
 			return LaneSkip::kOurs;
 	return LaneSkip::kNo;
-}
-
-void
-TextKey(ScanKeyData *key, AttrNumber attno, StrategyNumber strategy, Oid collation, Datum value)
-{
-	ScanKeyEntryInitialize(key, 0, attno, strategy, InvalidOid, collation,
-	                       strategy == BTEqualStrategyNumber ? F_TEXTEQ : F_TEXT_GT, value);
 }
 
 } // namespace

@@ -46,6 +46,14 @@ using Emit = bool (*)(void *arg, const Datum *values, const bool *nulls);
  * false, having locked and emitted nothing, when the SQL path must pick. */
 bool Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *count);
 
+/* AnyReady sets `ready` to whether a job of `request`'s filters (it must
+ * have one) without a key is READY, not delayed and not held back by the
+ * controls when `request.gated`, from `request.start` on, as the lanes of a
+ * filtered pick find it; it answers false, having looked at nothing, when
+ * the SQL statement must look. Of `request`, the filters, start and gated
+ * are used. */
+bool AnyReady(const Request &request, bool *ready);
+
 /* LaneScan walks job_live_lane below the executor for a pickup's jobs with
  * concurrency keys (pick_lanes.cpp decides which lanes, in which order),
  * under one snapshot taken when it opens, as Pick does. */
