@@ -35,6 +35,14 @@ SELECT pqrun.enqueue('x', timeout_seconds => 0);
 SELECT pqrun.enqueue('x', timeout_seconds => -30);
 SELECT pqrun.enqueue('x', depends_on => ARRAY[999]::bigint[]);
 SELECT pqrun.enqueue('x', depends_on => ARRAY[NULL]::bigint[]);
+-- job_type and queue over 1,000 bytes (0.16.0 indexes both: a longer one
+-- made the index row too large, 54000; filters.sh enqueues 1,000 bytes of
+-- each).
+SELECT pqrun.enqueue(repeat('t', 1001));
+SELECT pqrun.enqueue('x', queue => repeat('q', 1001));
+SELECT pqrun.enqueue_batch(jsonb_build_array(jsonb_build_object('job_type', 'x', 'queue', repeat('q', 100000))));
+SELECT pqrun.schedule('long', repeat('t', 1001), run_every => '1 hour');
+SELECT pqrun.schedule('long', 'x', run_every => '1 hour', queue => repeat('q', 1001));
 -- NULL for an argument that has a default is rejected too, not silently
 -- replaced (run_after, timeout_seconds, dedupe_key, depends_on and fifo_key
 -- accept NULL).

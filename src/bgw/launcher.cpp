@@ -13,6 +13,7 @@
  * restarted after kRestartDelayMs.
  */
 #include "bgw/bgw.hpp"
+#include "jobs/flow_control.hpp"
 #include "pg/boundary.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
@@ -124,6 +125,7 @@ Rescan(shmem::SharedState *shared)
 	int n;
 	Oid *oids = DatabaseList(&n);
 	stats::KeepDatabases(oids, n);
+	flow_control::KeepDatabases(oids, n);
 	TimestampTz now = GetCurrentTimestamp();
 	bool waiting = false;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);

@@ -136,8 +136,13 @@ Validate(const EnqueueArgs &args, int element)
 		}
 	if (VARSIZE_ANY_EXHDR(DatumGetPointer(args.value[kQueue])) == 0)
 		RaiseInvalid("queue must not be empty", element);
-	for (EnqueueArg key : {kDedupeKey, kFifoKey, kConcurrencyKey}) {
-		const char *name = key == kDedupeKey ? "dedupe_key" : key == kFifoKey ? "fifo_key" : "concurrency_key";
+	/* Every one of them is in an index, whose rows have a size limit. */
+	for (EnqueueArg key : {kJobType, kQueue, kDedupeKey, kFifoKey, kConcurrencyKey}) {
+		const char *name = key == kJobType     ? "job_type"
+		                   : key == kQueue     ? "queue"
+		                   : key == kDedupeKey ? "dedupe_key"
+		                   : key == kFifoKey   ? "fifo_key"
+		                                       : "concurrency_key";
 		if (!args.isnull[key] && toast_raw_datum_size(args.value[key]) - VARHDRSZ > kMaxKeyBytes)
 			RaiseInvalid(psprintf("%s must be at most %d bytes", name, kMaxKeyBytes), element);
 	}
@@ -304,7 +309,7 @@ InsertRunBySql(const PlainRun &run, int64 *ids)
 		else if (ParseStatus(ColText(i, 4)) == JobStatus::kReady)
 			wake::NoteHeld(wake::KeyOf(priority, ids[i])); /* the dedupe hit locked the holder */
 	}
-	SPI_freetuptable(SPI_tuptable);
+	spi::ForgetLastResult();
 }
 
 /* WriteRun inserts the run's jobs, directly when none has a dedupe key, and
@@ -547,7 +552,7 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 		Datum id = Int64GetDatum(Enqueue(args, cursor.element));
 		bool isnull = false;
 		tuplestore_putvalues(out, out_desc, &id, &isnull);
-		SPI_freetuptable(SPI_tuptable);
+		spi::ForgetLastResult();
 		MemoryContextReset(contexts[current]);
 	}
 	WriteRun(run, out, out_desc);

@@ -168,6 +168,18 @@ TimestampTz next_token_at = 0; /* when the last Prepare's emptiest bucket has a 
  * looks do not pile it up. */
 MemoryContext look_context = nullptr;
 
+/* Queues this transaction noted as keyed (NoteKeyed), by a hash of the
+ * name, each with the names of that hash, in TopTransactionContext: a
+ * batch of keyed jobs into many new queues writes each queue once and never
+ * reads the controls again for rows it wrote itself. Forgotten at the end
+ * of the transaction, and whole at a subtransaction's rollback (which may
+ * have undone a write). */
+struct NotedQueue {
+	uint64 hash;
+	List *names; /* of text */
+};
+HTAB *noted_keyed = nullptr;
+
 /* Places and tokens this transaction took, to give back if it rolls back. */
 struct Taken {
 	int counter;
@@ -802,6 +814,53 @@ GiveBack(int level)
 
 } // namespace
 
+/* NotedHere answers whether this transaction noted `queue` as keyed, and
+ * notes it when `note`. */
+bool
+NotedHere(Datum queue, bool note)
+{
+	if (noted_keyed == nullptr) {
+		if (!note)
+			return false;
+		HASHCTL ctl{};
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(NotedQueue);
+		ctl.hcxt = TopTransactionContext;
+		noted_keyed = hash_create("pqrun keyed queues noted", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	text *name = DatumGetTextPP(queue);
+	int len = VARSIZE_ANY_EXHDR(name);
+	uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(name)), len, 0);
+	bool found;
+	auto *entry = static_cast<NotedQueue *>(hash_search(noted_keyed, &hash, note ? HASH_ENTER : HASH_FIND, &found));
+	if (entry == nullptr)
+		return false;
+	if (!found)
+		entry->names = NIL;
+	ListCell *lc;
+	foreach (lc, entry->names) {
+		const text *seen = static_cast<const text *>(lfirst(lc));
+		if (VARSIZE_ANY_EXHDR(seen) == static_cast<Size>(len) && memcmp(VARDATA_ANY(seen), VARDATA_ANY(name), len) == 0)
+			return true;
+	}
+	if (note) {
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+		entry->names = lappend(entry->names, cstring_to_text_with_len(VARDATA_ANY(name), len));
+		MemoryContextSwitchTo(old);
+	}
+	return false;
+}
+
+/* KeysInstalled answers whether pqrun.queue_control has the columns of
+ * keys (0.10.0). */
+bool
+KeysInstalled()
+{
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	Oid table = OidIsValid(namespace_id) ? get_relname_relid("queue_control", namespace_id) : InvalidOid;
+	return OidIsValid(table) && get_attnum(table, "keyed") != InvalidAttrNumber;
+}
+
 /* EnsureCache reloads this backend's copy of the controls when a commit
  * changed them. */
 void
@@ -852,16 +911,25 @@ LaneQueues(const char *const **names)
 void
 NoteKeyed(Datum queue)
 {
-	EnsureCache();
-	for (int i = 0; i < ncontrols; i++)
-		if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len))
-			return;
-	if (!keys_installed)
+	if (NotedHere(queue, false))
+		return;
+	/* The controls as committed tell whether the queue is keyed already.
+	 * Once this transaction has changed them, the copy would be read again
+	 * for every queue it notes (its own writes may still roll back): the
+	 * write, which changes nothing for a keyed queue, is cheaper. */
+	if (!changed_here) {
+		EnsureCache();
+		for (int i = 0; i < ncontrols; i++)
+			if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len))
+				return;
+	}
+	if (!KeysInstalled())
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("concurrency keys need pqrun 0.10.0"),
 		                errhint("Run ALTER EXTENSION pqrun UPDATE.")));
 	Datum values[1] = {queue};
 	if (spi::Exec(stmts::kNoteKeyed, values, nullptr, SPI_OK_INSERT) > 0)
 		NoteChanged();
+	(void)NotedHere(queue, true);
 }
 
 bool
@@ -1124,6 +1192,7 @@ AtCommit()
 		cache_valid = false;
 	ntaken = nended = 0;
 	ended_overflow = changed_here = false;
+	noted_keyed = nullptr; /* its memory goes with the transaction */
 }
 
 void
@@ -1134,11 +1203,13 @@ AtAbort()
 		cache_valid = false;
 	ntaken = nended = 0;
 	ended_overflow = changed_here = false;
+	noted_keyed = nullptr;
 }
 
 void
 AtSubAbort()
 {
+	noted_keyed = nullptr;
 	int level = GetCurrentTransactionNestLevel();
 	GiveBack(level);
 	/* Its ends did not happen. */
@@ -1238,6 +1309,27 @@ ResetDatabase()
 		if (shared->counters[i].dboid == MyDatabaseId)
 			FreeCounter(i);
 	FreeKeyBuckets([](int64) { return true; });
+	LWLockRelease(shared->lock);
+}
+
+void
+KeepDatabases(const Oid *oids, int n)
+{
+	if (shared == nullptr)
+		return;
+	auto kept = [=](Oid dboid) {
+		for (int i = 0; i < n; i++)
+			if (oids[i] == dboid)
+				return true;
+		return false;
+	};
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < kMaxCounters; i++)
+		if (shared->counters[i].dboid != InvalidOid && !kept(shared->counters[i].dboid))
+			FreeCounter(i);
+	for (KeyBucket &b : shared->key_buckets)
+		if (b.dboid != InvalidOid && !kept(b.dboid))
+			b.dboid = InvalidOid;
 	LWLockRelease(shared->lock);
 }
 

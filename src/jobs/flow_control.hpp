@@ -143,6 +143,13 @@ void ReportKeyBuckets(Tuplestorestate *out, TupleDesc desc);
  * new tables, whose control and job ids start again at 1). */
 void ResetDatabase();
 
+/* KeepDatabases gives back the counters, places and key buckets of every
+ * database but those of `oids` (the launcher's scan of pg_database: a
+ * dropped database's limits are no longer counted). A database created
+ * after `oids` were read may lose counters it made meanwhile: they are
+ * loaded again from its RUNNING jobs when next needed. */
+void KeepDatabases(const Oid *oids, int n);
+
 Size ShmemSize();
 void ShmemInit();
 

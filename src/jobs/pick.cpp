@@ -519,7 +519,10 @@ ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuple
  * ends, sleeping on the latch in between: a commit that makes a matching job
  * runnable (wake.cpp), a delayed job's due time or the deadline wakes it.
  * before_sleep() runs after each look. Both may raise PostgreSQL errors
- * (the waiter still leaves the table) but must not throw C++ exceptions. */
+ * (the waiter still leaves the table) but must not throw C++ exceptions.
+ * Each look runs in a memory context of its own, reset after it, so a wait
+ * uses as much memory after an hour as after its first look: whatever a
+ * look hands on (claims, rows) is copied where it outlives it. */
 template <typename Look, typename BeforeSleep>
 void
 LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, BeforeSleep before_sleep)
@@ -527,16 +530,20 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	bool registered = wake::Register(job_types, queues);
 	volatile bool found = false;
+	MemoryContext look_context = AllocSetContextCreate(CurrentMemoryContext, "pqrun look", ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();
 	{
 		for (bool waited = false;; waited = true) {
 			if (registered)
 				wake::PrepareCheck();
+			MemoryContext outer = MemoryContextSwitchTo(look_context);
 			found = look(waited);
+			MemoryContextSwitchTo(outer);
 			if (registered)
 				wake::LookDone();
 			long sleep_ms = found ? 0 : SleepMs(registered, deadline);
 			before_sleep();
+			MemoryContextReset(look_context);
 			if (sleep_ms <= 0)
 				break;
 			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
@@ -553,6 +560,7 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 			wake::Unregister(found);
 	}
 	PG_END_TRY();
+	MemoryContextDelete(look_context);
 }
 
 /* EnterQueues scopes the transaction to the shards of `queues`, which a

@@ -463,7 +463,7 @@ Validate(const ScheduleArgs &args)
 			RaiseInvalid(psprintf("%s must not be null", kNames[required]));
 	if (IsEmptyText(args.value[kQueue]))
 		RaiseInvalid("queue must not be empty");
-	for (ScheduleArg key : {kName, kKey})
+	for (ScheduleArg key : {kName, kKey, kJobType, kQueue})
 		if (toast_raw_datum_size(args.value[key]) - VARHDRSZ > kMaxKeyBytes)
 			RaiseInvalid(psprintf("%s must be at most %d bytes", kNames[key], kMaxKeyBytes));
 	Size payload_bytes = toast_raw_datum_size(args.value[kPayload]) - VARHDRSZ;
@@ -530,7 +530,7 @@ FireDue()
 		} else if (Exec(stmts::kScheduleDue, nullptr, nullptr, SPI_OK_SELECT) == 0)
 			break;
 		DueRow row = CopyDueRow();
-		SPI_freetuptable(SPI_tuptable);
+		spi::ForgetLastResult();
 		if (FireOne(row, now))
 			fired++;
 		MemoryContextSwitchTo(caller);

@@ -196,6 +196,15 @@ PlanFor(Statement &stmt)
 } // namespace
 
 void
+ForgetLastResult()
+{
+	if (SPI_tuptable != nullptr) {
+		SPI_freetuptable(SPI_tuptable);
+		SPI_tuptable = nullptr;
+	}
+}
+
+void
 Connect()
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -212,6 +221,7 @@ Finish()
 uint64
 Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long count)
 {
+	ForgetLastResult();
 	int rc = SPI_execute_plan(PlanFor(stmt), values, nulls, false, count);
 	if (rc != expected_rc)
 		elog(ERROR, "pqrun: statement \"%s\" failed: %s", stmt.name, SPI_result_code_string(rc));
@@ -221,6 +231,7 @@ Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long co
 uint64
 ExecLatest(Statement &stmt, Datum *values, const char *nulls, bool own_changes)
 {
+	ForgetLastResult();
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	if (!own_changes)
 		snapshot->curcid = FirstCommandId;
@@ -242,6 +253,7 @@ ExecInto(Statement &stmt, Datum *values, const char *nulls, DestReceiver *dest)
 		param.pflags = PARAM_FLAG_CONST;
 		param.ptype = stmt.argtypes[i];
 	}
+	ForgetLastResult();
 	SPIExecuteOptions options{};
 	options.params = params;
 	options.dest = dest;

@@ -74,9 +74,17 @@ struct Statement {
 void Connect();
 void Finish();
 
+/* ForgetLastResult frees the last result of this SPI connection. Every
+ * statement below does it before it runs (spi_rows.hpp reads only the last
+ * result): a call that runs statements in a loop (an element, a key, a look
+ * of a wait at a time) holds one result at a time, not all of them until it
+ * returns. */
+void ForgetLastResult();
+
 /* Exec runs `stmt` with `values`/`nulls` (nulls as in SPI: ' ' or 'n'),
  * raising an internal error unless SPI answers `expected_rc`. Returns
- * SPI_processed; rows are in SPI_tuptable. */
+ * SPI_processed; rows are in SPI_tuptable until the next statement, which
+ * frees them (every statement here does). */
 uint64 Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long count = 0);
 
 /* ExecLatest runs the SELECT `stmt` read-only under a snapshot taken now,

@@ -120,6 +120,13 @@ with c.transaction(force_rollback=True):
     plan = q("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + forms["by job type"])[0][0][0]["Plan"]
     buffers = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
 check(f"positive control: without job_live_pick_type the pickup by job type reads {buffers} buffers", buffers > 1000)
+# The longest names enqueue accepts (README, 1,000 bytes each) fit both lanes' indexes.
+long_type, long_queue = "t" * 1000, "q" * 1000
+q("SELECT pqrun.enqueue(%s, queue => %s)", (long_type, long_queue))
+by_type = q("SELECT count(*) FROM pqrun.pickup('w', job_types => ARRAY[%s])", (long_type,))[0][0]
+q("SELECT pqrun.release(id) FROM pqrun.jobs WHERE job_type = %s", (long_type,))
+by_queue = q("SELECT count(*) FROM pqrun.pickup('w', queues => ARRAY[%s])", (long_queue,))[0][0]
+check(f"a job of 1,000-byte job_type and queue is picked up by both ({by_type}, {by_queue})", by_type == by_queue == 1)
 check("the jobs of qb are all still READY", q("SELECT count(*) FROM pqrun.job_live WHERE queue = 'qb' AND status = 'READY'")[0][0] == 20)
 print(f"filters: {failures} failure(s)")
 raise SystemExit(1 if failures else 0)

@@ -202,6 +202,23 @@ for i in $(seq 3000); do echo "SELECT pqrun.enqueue('kind$i');"; done | q -d kin
 got=$(q -d kinds2 -c "SELECT count(enqueued_last_5min) FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
 [ "$got" = 3000 ] || fail "pairs with counters after the drop: $got of 3000"
 
+# 0.15.0 never gave them back: a database that filled the 256 counters of
+# the cluster and was dropped left every other database's new limits
+# uncounted, their jobs never picked up ("no room in shared memory to count
+# the limits") until a restart.
+echo "-- the flow-control counters of a dropped database are given back"
+q -d postgres -c "CREATE DATABASE limits" >/dev/null
+q -d limits -c "CREATE EXTENSION pqrun" \
+	-c "SELECT count(pqrun.set_rate_limit('q' || i, 1000)) FROM generate_series(1, 256) i" \
+	-c "SELECT count(*) FROM pqrun.pickup('w')" >/dev/null
+used=$(q -d limits -c "SELECT count(*) FROM pqrun.queue_controls WHERE tokens IS NOT NULL")
+[ "$used" = 256 ] || fail "the 256 rate limits hold [$used] counters"
+q -d postgres -c "DROP DATABASE limits" >/dev/null
+q -d app1 -c "SELECT pqrun.set_concurrency_limit('victim', 5)" -c "SELECT pqrun.enqueue('v', queue => 'victim')" >/dev/null
+# The launcher gives them back at its next scan of pg_database (every 10 s).
+wait_for app1 "SELECT count(*) FROM pqrun.pickup('w', queues => '{victim}')" 1 25
+q -d app1 -c "SELECT pqrun.set_concurrency_limit('victim', NULL)" >/dev/null
+
 echo "-- pqrun.enabled = off idles the workers"
 q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
