@@ -106,14 +106,6 @@ DatabaseList(int *count)
 	return oids;
 }
 
-bool
-Contains(const Oid *oids, int n, Oid dboid)
-{
-	for (int j = 0; j < n; j++)
-		if (oids[j] == dboid)
-			return true;
-	return false;
-}
 
 /* Rescan adds a kProbe slot for every connectable database that has none and
  * was not found without pqrun, as long as slots are free, and frees the
@@ -137,14 +129,14 @@ Rescan(shmem::SharedState *shared)
 		DatabaseSlot &s = shared->slots[i];
 		if (s.state == SlotState::kFree || s.pid != 0 || handles[i] != nullptr)
 			continue;
-		if (!Contains(oids, n, s.dboid))
+		if (!shmem::Listed(oids, n, s.dboid))
 			s.state = SlotState::kFree;
 		FreeIfAbsent(s);
 	}
 	HASH_SEQ_STATUS seq;
 	hash_seq_init(&seq, absent);
 	while (Oid *gone = static_cast<Oid *>(hash_seq_search(&seq)))
-		if (!Contains(oids, n, *gone))
+		if (!shmem::Listed(oids, n, *gone))
 			(void)hash_search(absent, gone, HASH_REMOVE, nullptr);
 	for (int j = 0; j < n; j++) {
 		bool known = IsAbsent(oids[j]);

@@ -13,6 +13,7 @@
 #include "guc.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
+#include "shmem/shmem.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::flow_control {
@@ -1317,12 +1318,7 @@ KeepDatabases(const Oid *oids, int n)
 {
 	if (shared == nullptr)
 		return;
-	auto kept = [=](Oid dboid) {
-		for (int i = 0; i < n; i++)
-			if (oids[i] == dboid)
-				return true;
-		return false;
-	};
+	auto kept = [=](Oid dboid) { return shmem::Listed(oids, n, dboid); };
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < kMaxCounters; i++)
 		if (shared->counters[i].dboid != InvalidOid && !kept(shared->counters[i].dboid))

@@ -63,4 +63,15 @@ void RegisterDatabase(Oid dboid, int grace_ms);
  * seconds) until it has, so the database can be dropped, renamed or copied. */
 void StepAside(Oid dboid);
 
+/* Listed answers whether `dboid` is one of the `n` databases of `oids` (the
+ * launcher's scan of pg_database). */
+inline bool
+Listed(const Oid *oids, int n, Oid dboid)
+{
+	for (int i = 0; i < n; i++)
+		if (oids[i] == dboid)
+			return true;
+	return false;
+}
+
 } // namespace pqrun::shmem

@@ -9,6 +9,7 @@
 #include "shmem/stats.hpp"
 
 #include "pg/spi_plans.hpp"
+#include "shmem/shmem.hpp"
 
 namespace pqrun::stats {
 
@@ -518,12 +519,7 @@ KeepDatabases(const Oid *oids, int n)
 {
 	if (shared == nullptr)
 		return;
-	auto kept = [=](Oid dboid) {
-		for (int i = 0; i < n; i++)
-			if (oids[i] == dboid)
-				return true;
-		return false;
-	};
+	auto kept = [=](Oid dboid) { return shmem::Listed(oids, n, dboid); };
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	HASH_SEQ_STATUS scan;
 	hash_seq_init(&scan, entries);
