@@ -6,6 +6,7 @@
 #include "jobs/flow_control.hpp"
 #include "jobs/job_row.hpp"
 #include "jobs/lease_token.hpp"
+#include "jobs/pick_lanes.hpp"
 #include "xact/deferred_claims.hpp"
 
 namespace pqrun::pick_direct {
@@ -341,6 +342,25 @@ StartKey(const wake::PickKey &start, ScanKeyData *header, ScanKeyData members[2]
 	header->sk_argument = PointerGetDatum(members);
 }
 
+/* TryClaim locks the row at `tid` as LockRows does for FOR UPDATE SKIP
+ * LOCKED in READ COMMITTED, into `locked`, and emits it, answering whether
+ * it is claimed. Passed over: a row another transaction holds, or deleted,
+ * or a version this command cannot lock; and a version newer than the
+ * snapshot's that no longer qualifies, which stays locked. */
+bool
+TryClaim(Relation live, ItemPointerData tid, Snapshot snapshot, TupleTableSlot *locked, const Layout &l,
+         const Request &r, const Filter &types, const Filter &queues, Emit emit, void *arg)
+{
+	TM_FailureData tmfd;
+	/* table_tuple_lock moves the tid on to the version it locks. */
+	TM_Result result = table_tuple_lock(live, &tid, snapshot, locked, GetCurrentCommandId(true), LockTupleExclusive,
+	                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+	bool claimed = result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked)) &&
+	               EmitClaim(l, r, locked, emit, arg);
+	ExecClearTuple(locked);
+	return claimed;
+}
+
 /* LockAndEmit walks `index` from the request's start and locks up to its
  * limit of qualifying rows under `snapshot`, answering how many. */
 uint64
@@ -353,24 +373,12 @@ LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Sn
 	index_rescan(scan, &key, 1, nullptr, 0);
 	TupleTableSlot *seen = table_slot_create(live, nullptr);
 	TupleTableSlot *locked = table_slot_create(live, nullptr);
-	CommandId cid = GetCurrentCommandId(true);
 	uint64 n = 0;
 	while (n < static_cast<uint64>(r.limit) && index_getnext_slot(scan, ForwardScanDirection, seen)) {
 		CHECK_FOR_INTERRUPTS();
-		if (!Qualifies(l, r, types, queues, seen))
-			continue;
-		/* table_tuple_lock moves the tid on to the version it locks. */
-		ItemPointerData tid = seen->tts_tid;
-		TM_FailureData tmfd;
-		TM_Result result = table_tuple_lock(live, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
-		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		/* Passed over, as by LockRows: a row another transaction holds, or
-		 * deleted, or a version this command cannot lock; and a version newer
-		 * than the snapshot's that no longer qualifies, which stays locked. */
-		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked)) &&
-		    EmitClaim(l, r, locked, emit, arg))
+		if (Qualifies(l, r, types, queues, seen) &&
+		    TryClaim(live, seen->tts_tid, snapshot, locked, l, r, types, queues, emit, arg))
 			n++;
-		ExecClearTuple(locked);
 	}
 	ExecDropSingleTupleTableSlot(locked);
 	ExecDropSingleTupleTableSlot(seen);
@@ -385,7 +393,11 @@ LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Sn
  * lane per queue and job type: the job types of each queue are found there
  * too, a descent each. Each lane is in pickup order; the pickup merges
  * their heads, so it reads what it claims plus a head per lane, whatever
- * the other queues and job types hold. */
+ * the other queues and job types hold. Each lane starts at its hint, shared
+ * with the keyed lanes' (pick_lanes.hpp), past the head of claimed and
+ * ended jobs whose entries vacuum has not removed yet: the global pickup
+ * hint is the lowest READY job of all, which a backlog elsewhere holds
+ * down. */
 
 /* One lane: its key values, and the next job it may lock. */
 struct FilterLane {
@@ -394,6 +406,7 @@ struct FilterLane {
 	wake::PickKey head;
 	ItemPointerData tid;
 	bool done;
+	bool clean; /* every job this pick passed in it was one no pickup may claim */
 };
 
 struct FilterLanes {
@@ -437,7 +450,7 @@ AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Requ
 			*capacity *= 2;
 			f->lanes = static_cast<FilterLane *>(repalloc(f->lanes, sizeof(FilterLane) * *capacity));
 		}
-		f->lanes[f->count++] = FilterLane{queue, job_type, {}, {}, false};
+		f->lanes[f->count++] = FilterLane{queue, job_type, {}, {}, false, true};
 	};
 	if (types != nullptr) {
 		for (int i = 0; i < ntypes; i++)
@@ -500,10 +513,10 @@ Advance(FilterLanes *f, FilterLane *lane, wake::PickKey from, const Layout &l, c
 
 /* OpenLanes readies the lanes of a filtered request on `index` (its
  * queues' and job types'), each at its first job from the request's start
- * on. */
+ * on, or from its hint when `hinted`. */
 FilterLanes
 OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, const Filter &types,
-          const Filter &queues)
+          const Filter &queues, bool hinted)
 {
 	FilterLanes f{index, by_queue, nullptr, 0, nullptr, nullptr};
 	int capacity = 16;
@@ -519,8 +532,20 @@ OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const R
 	} else {
 		AddLanes(&f, Datum(0), type_values, ntypes, r, &capacity);
 	}
-	for (int i = 0; i < f.count; i++)
-		Advance(&f, &f.lanes[i], r.start, l, r, types, queues);
+	for (int i = 0; i < f.count; i++) {
+		FilterLane &lane = f.lanes[i];
+		wake::PickKey start = r.start;
+		if (hinted) {
+			wake::PickKey hint = pick_lanes::FilterLaneStart(lane.queue, lane.job_type);
+			if (hint.neg_priority == INT64_MAX) {
+				lane.done = true;
+				continue;
+			}
+			if (wake::Less(start, hint))
+				start = hint;
+		}
+		Advance(&f, &lane, start, l, r, types, queues);
+	}
 	return f;
 }
 
@@ -533,15 +558,16 @@ CloseLanes(FilterLanes *f)
 
 /* LockAndEmitLanes is LockAndEmit over the lanes of `index`: it locks the
  * lanes' heads in pickup order, the lowest first, and moves each lane on
- * past the head it tried. */
+ * past the head it tried. When `hinted`, a lane in which it passed nothing
+ * another pickup might claim gets its hint moved past its last claim, or
+ * to its end (as of hint generation `gen`). */
 uint64
 LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, Snapshot snapshot,
-                 Emit emit, void *arg)
+                 Emit emit, void *arg, bool hinted, uint64 gen)
 {
 	Filter types(r.job_types), queues(r.queues);
-	FilterLanes f = OpenLanes(live, index, by_queue, l, r, types, queues);
+	FilterLanes f = OpenLanes(live, index, by_queue, l, r, types, queues, hinted);
 	TupleTableSlot *locked = table_slot_create(live, nullptr);
-	CommandId cid = GetCurrentCommandId(true);
 	uint64 n = 0;
 	while (n < static_cast<uint64>(r.limit)) {
 		FilterLane *next = nullptr;
@@ -550,17 +576,21 @@ LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, 
 				next = &f.lanes[i];
 		if (next == nullptr)
 			break;
-		ItemPointerData tid = next->tid;
-		TM_FailureData tmfd;
-		TM_Result result = table_tuple_lock(live, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
-		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		/* Passed over as in LockAndEmit. */
-		if (result == TM_Ok && (!tmfd.traversed || Qualifies(l, r, types, queues, locked)) &&
-		    EmitClaim(l, r, locked, emit, arg))
+		wake::PickKey past{next->head.neg_priority, next->head.id + 1};
+		if (TryClaim(live, next->tid, snapshot, locked, l, r, types, queues, emit, arg)) {
 			n++;
-		ExecClearTuple(locked);
-		Advance(&f, next, wake::PickKey{next->head.neg_priority, next->head.id + 1}, l, r, types, queues);
+			if (hinted && next->clean)
+				pick_lanes::FilterLaneHint(next->queue, next->job_type, past, gen);
+		} else {
+			/* Held by another pickup, or changed since the snapshot: a
+			 * hint past it could hide it. */
+			next->clean = false;
+		}
+		Advance(&f, next, past, l, r, types, queues);
 	}
+	for (int i = 0; hinted && i < f.count; i++)
+		if (f.lanes[i].done && f.lanes[i].clean)
+			pick_lanes::FilterLaneHint(f.lanes[i].queue, f.lanes[i].job_type, wake::PickKey{INT64_MAX, INT64_MAX}, gen);
 	ExecDropSingleTupleTableSlot(locked);
 	CloseLanes(&f);
 	return n;
@@ -596,10 +626,16 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	 * pickup of this transaction left unwritten are written first, and a new
 	 * snapshot sees them and every earlier write of this transaction. */
 	deferred_claims::WriteAll();
+	/* Lane hints where nothing holds jobs back for this pickup only (the
+	 * controls) and there is one pickup hint (no shards); their generation
+	 * read before the snapshot, so what becomes READY after it unsettles
+	 * them. */
+	bool hinted = lanes && !request.gated && !citus::InShards();
+	uint64 gen = hinted ? wake::HintGen() : 0;
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CommandCounterIncrement();
 	UpdateActiveSnapshotCommandId();
-	*count = lanes ? LockAndEmitLanes(live, index, by_queue, layout, request, GetActiveSnapshot(), emit, arg)
+	*count = lanes ? LockAndEmitLanes(live, index, by_queue, layout, request, GetActiveSnapshot(), emit, arg, hinted, gen)
 	               : LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
@@ -626,7 +662,8 @@ AnyReady(const Request &request, bool *ready)
 	}
 	PushActiveSnapshot(GetTransactionSnapshot());
 	Filter types(request.job_types), queues(request.queues);
-	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues);
+	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues,
+	                          !request.gated && !citus::InShards());
 	*ready = false;
 	for (int i = 0; i < f.count && !*ready; i++)
 		*ready = !f.lanes[i].done;

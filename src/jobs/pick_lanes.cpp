@@ -222,6 +222,28 @@ WriteHint(const LaneHint &lane, wake::PickKey start, uint64 gen)
 	SpinLockRelease(&shared_hints->mutex);
 }
 
+/* FilterLaneOf names the lane of a filtered pick: hashed with other seeds
+ * than LaneOf's, so that no keyed lane has its name. */
+LaneHint
+FilterLaneOf(Datum queue, Datum job_type)
+{
+	StringInfoData name;
+	initStringInfo(&name);
+	if (queue != Datum(0)) {
+		text *q = DatumGetTextPP(queue);
+		appendBinaryStringInfo(&name, VARDATA_ANY(q), VARSIZE_ANY_EXHDR(q));
+	}
+	appendStringInfoChar(&name, queue != Datum(0) ? '\0' : '\1');
+	text *t = DatumGetTextPP(job_type);
+	appendBinaryStringInfo(&name, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	const auto *bytes = reinterpret_cast<const unsigned char *>(name.data);
+	LaneHint lane{MyDatabaseId, hash_bytes_extended(bytes, name.len, MyDatabaseId ^ UINT64CONST(0x46494c5445520000)),
+	              hash_bytes_extended(bytes, name.len, UINT64CONST(0x46494c5445525f32)),
+	              wake::PickKey{INT64_MIN, INT64_MIN}, 0};
+	pfree(name.data);
+	return lane;
+}
+
 /* NextKey answers the first key of `queue`'s lanes after `after`, or
  * nullptr (through SQL). */
 char *
@@ -338,6 +360,18 @@ Pick(const Request &r, const Receiver &to)
 	if (direct)
 		scan.Close();
 	return *to.claimed - before;
+}
+
+wake::PickKey
+FilterLaneStart(Datum queue, Datum job_type)
+{
+	return ReadHint(FilterLaneOf(queue, job_type));
+}
+
+void
+FilterLaneHint(Datum queue, Datum job_type, wake::PickKey start, uint64 gen)
+{
+	WriteHint(FilterLaneOf(queue, job_type), start, gen);
 }
 
 Size

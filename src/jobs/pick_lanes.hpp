@@ -17,6 +17,7 @@
 #pragma once
 
 #include "pg/pg.hpp"
+#include "xact/wake.hpp"
 
 namespace pqrun::pick_lanes {
 
@@ -56,6 +57,16 @@ uint64 Pick(const Request &request, const Receiver &to);
 bool Ready(ArrayType *job_types);
 
 /* ShmemSize / ShmemInit size and attach the lanes' hints (hooks.cpp). */
+/* The hints of the lanes of filtered picks (pick_direct.cpp), kept beside
+ * the keyed lanes' and read and written as theirs: a lane is (queue,
+ * job_type), or (job_type) when `queue` is Datum(0). FilterLaneStart
+ * answers where its scan may start now (INT64_MIN keys: its head;
+ * INT64_MAX: it was empty, and nothing became READY since);
+ * FilterLaneHint records that no job of it before `start` was READY as of
+ * hint generation `gen` (wake::HintGen, read before the pick's snapshot). */
+wake::PickKey FilterLaneStart(Datum queue, Datum job_type);
+void FilterLaneHint(Datum queue, Datum job_type, wake::PickKey start, uint64 gen);
+
 Size ShmemSize();
 void ShmemInit();
 
