@@ -473,8 +473,10 @@ ClaimAndDefer(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestore
  * claimed nothing. A locking scan in READ COMMITTED can lock the newest
  * version of a row that another worker just claimed and then pass it over;
  * that lock would otherwise be held for the whole wait and block the
- * winner's mark_done. Deferred claims move to the pickup's level with the
- * subtransaction's commit. */
+ * winner's mark_done. Deferred claims are written before the
+ * subtransaction's commit, by the subtransaction that locked their rows: a
+ * row locked by a subtransaction and updated by its parent carries a
+ * MultiXact (one per claim of a waiting worker, 0.15.0). */
 uint64
 ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
                    bool waited, bool defer, bool gated, const text *worker_id)
@@ -488,6 +490,8 @@ ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuple
 	{
 		n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, gated, worker_id)
 		          : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true, gated);
+		if (n > 0 && defer)
+			deferred_claims::WriteAll();
 	}
 	PG_CATCH();
 	{
