@@ -1050,6 +1050,17 @@ BEGIN
 		PERFORM pg_catalog.create_distributed_table('pqrun.job_live', 'queue', shard_count => shard_count);
 		PERFORM pg_catalog.create_distributed_table('pqrun.job_done', 'queue', colocate_with => 'pqrun.job_live');
 	END IF;
+	/* The lanes of filtered pickups (0.16.0) of an install distributed
+	 * before: its update left them to this call, since an index made in an
+	 * extension's script does not reach the shards. */
+	IF pg_catalog.to_regclass('pqrun.job_live_pick_type') IS NULL THEN
+		CREATE INDEX job_live_pick_type ON pqrun.job_live (job_type, (-(priority::bigint)), id)
+			WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
+	END IF;
+	IF pg_catalog.to_regclass('pqrun.job_live_pick_queue') IS NULL THEN
+		CREATE INDEX job_live_pick_queue ON pqrun.job_live (queue, job_type, (-(priority::bigint)), id)
+			WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
+	END IF;
 	/* The delegated calls, again on a second call: ALTER EXTENSION pqrun
 	 * UPDATE may have made some of them anew. */
 	PERFORM pg_catalog.create_distributed_function(f::pg_catalog.regprocedure, 'queue', colocate_with => 'pqrun.job_live')
