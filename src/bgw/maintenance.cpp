@@ -41,11 +41,17 @@ spi::Statement kStrandedEdges{
     0,
     {}};
 
+/* A BLOCKED member of a FIFO group also waits while another member runs
+ * or is READY: one put back by retry() has a lower id than the one
+ * running, which release() after a finish never meets (it releases the
+ * group's lowest member once the running one is gone). Read by the
+ * group's index, once per round and group. */
 spi::Statement kStrandedBlocked{"stranded blocked",
                                 "SELECT j.id FROM pqrun.job_live j WHERE j.status = 'BLOCKED'"
                                 "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
                                 "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
-                                "        WHERE o.fifo_key = j.fifo_key AND o.id < j.id))"
+                                "        WHERE o.fifo_key = j.fifo_key AND o.id <> j.id"
+                                "          AND (o.id < j.id OR o.status <> 'BLOCKED')))"
                                 " ORDER BY j.id LIMIT 1000",
                                 0,
                                 {}};
