@@ -406,7 +406,8 @@ struct FilterLane {
 	wake::PickKey head;
 	ItemPointerData tid;
 	bool done;
-	bool clean; /* every job this pick passed in it was one no pickup may claim */
+	bool clean;                   /* every job this pick passed in it was one no pickup may claim */
+	pick_lanes::FilterLaneName name; /* its hint's, when the pick is hinted */
 };
 
 struct FilterLanes {
@@ -450,7 +451,7 @@ AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Requ
 			*capacity *= 2;
 			f->lanes = static_cast<FilterLane *>(repalloc(f->lanes, sizeof(FilterLane) * *capacity));
 		}
-		f->lanes[f->count++] = FilterLane{queue, job_type, {}, {}, false, true};
+		f->lanes[f->count++] = FilterLane{queue, job_type, {}, {}, false, true, {}};
 	};
 	if (types != nullptr) {
 		for (int i = 0; i < ntypes; i++)
@@ -536,7 +537,8 @@ OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const R
 		FilterLane &lane = f.lanes[i];
 		wake::PickKey start = r.start;
 		if (hinted) {
-			wake::PickKey hint = pick_lanes::FilterLaneStart(lane.queue, lane.job_type);
+			lane.name = pick_lanes::NameFilterLane(lane.queue, lane.job_type);
+			wake::PickKey hint = pick_lanes::FilterLaneStart(lane.name);
 			if (hint.neg_priority == INT64_MAX) {
 				lane.done = true;
 				continue;
@@ -580,7 +582,7 @@ LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, 
 		if (TryClaim(live, next->tid, snapshot, locked, l, r, types, queues, emit, arg)) {
 			n++;
 			if (hinted && next->clean)
-				pick_lanes::FilterLaneHint(next->queue, next->job_type, past, gen);
+				pick_lanes::FilterLaneHint(next->name, past, gen);
 		} else {
 			/* Held by another pickup, or changed since the snapshot: a
 			 * hint past it could hide it. */
@@ -590,7 +592,7 @@ LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, 
 	}
 	for (int i = 0; hinted && i < f.count; i++)
 		if (f.lanes[i].done && f.lanes[i].clean)
-			pick_lanes::FilterLaneHint(f.lanes[i].queue, f.lanes[i].job_type, wake::PickKey{INT64_MAX, INT64_MAX}, gen);
+			pick_lanes::FilterLaneHint(f.lanes[i].name, wake::PickKey{INT64_MAX, INT64_MAX}, gen);
 	ExecDropSingleTupleTableSlot(locked);
 	CloseLanes(&f);
 	return n;

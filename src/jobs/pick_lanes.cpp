@@ -222,10 +222,17 @@ WriteHint(const LaneHint &lane, wake::PickKey start, uint64 gen)
 	SpinLockRelease(&shared_hints->mutex);
 }
 
-/* FilterLaneOf names the lane of a filtered pick: hashed with other seeds
- * than LaneOf's, so that no keyed lane has its name. */
+/* HintOf is the slot content of filter lane `lane`. */
 LaneHint
-FilterLaneOf(Datum queue, Datum job_type)
+HintOf(const FilterLaneName &lane)
+{
+	return LaneHint{MyDatabaseId, lane.hash, lane.check, wake::PickKey{INT64_MIN, INT64_MIN}, 0};
+}
+
+} // namespace
+
+FilterLaneName
+NameFilterLane(Datum queue, Datum job_type)
 {
 	StringInfoData name;
 	initStringInfo(&name);
@@ -237,12 +244,13 @@ FilterLaneOf(Datum queue, Datum job_type)
 	text *t = DatumGetTextPP(job_type);
 	appendBinaryStringInfo(&name, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	const auto *bytes = reinterpret_cast<const unsigned char *>(name.data);
-	LaneHint lane{MyDatabaseId, hash_bytes_extended(bytes, name.len, MyDatabaseId ^ UINT64CONST(0x46494c5445520000)),
-	              hash_bytes_extended(bytes, name.len, UINT64CONST(0x46494c5445525f32)),
-	              wake::PickKey{INT64_MIN, INT64_MIN}, 0};
+	FilterLaneName lane{hash_bytes_extended(bytes, name.len, MyDatabaseId ^ UINT64CONST(0x46494c5445520000)),
+	                    hash_bytes_extended(bytes, name.len, UINT64CONST(0x46494c5445525f32))};
 	pfree(name.data);
 	return lane;
 }
+
+namespace {
 
 /* NextKey answers the first key of `queue`'s lanes after `after`, or
  * nullptr (through SQL). */
@@ -363,15 +371,15 @@ Pick(const Request &r, const Receiver &to)
 }
 
 wake::PickKey
-FilterLaneStart(Datum queue, Datum job_type)
+FilterLaneStart(const FilterLaneName &lane)
 {
-	return ReadHint(FilterLaneOf(queue, job_type));
+	return ReadHint(HintOf(lane));
 }
 
 void
-FilterLaneHint(Datum queue, Datum job_type, wake::PickKey start, uint64 gen)
+FilterLaneHint(const FilterLaneName &lane, wake::PickKey start, uint64 gen)
 {
-	WriteHint(FilterLaneOf(queue, job_type), start, gen);
+	WriteHint(HintOf(lane), start, gen);
 }
 
 Size

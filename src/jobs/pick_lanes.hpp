@@ -59,13 +59,20 @@ bool Ready(ArrayType *job_types);
 /* ShmemSize / ShmemInit size and attach the lanes' hints (hooks.cpp). */
 /* The hints of the lanes of filtered picks (pick_direct.cpp), kept beside
  * the keyed lanes' and read and written as theirs: a lane is (queue,
- * job_type), or (job_type) when `queue` is Datum(0). FilterLaneStart
+ * job_type), or (job_type) when `queue` is Datum(0), named once per pick
+ * (NameFilterLane: a hash of its names, with other seeds than a keyed
+ * lane's, so that no keyed lane has its name). FilterLaneStart
  * answers where its scan may start now (INT64_MIN keys: its head;
  * INT64_MAX: it was empty, and nothing became READY since);
  * FilterLaneHint records that no job of it before `start` was READY as of
  * hint generation `gen` (wake::HintGen, read before the pick's snapshot). */
-wake::PickKey FilterLaneStart(Datum queue, Datum job_type);
-void FilterLaneHint(Datum queue, Datum job_type, wake::PickKey start, uint64 gen);
+struct FilterLaneName {
+	uint64 hash;
+	uint64 check;
+};
+FilterLaneName NameFilterLane(Datum queue, Datum job_type);
+wake::PickKey FilterLaneStart(const FilterLaneName &lane);
+void FilterLaneHint(const FilterLaneName &lane, wake::PickKey start, uint64 gen);
 
 Size ShmemSize();
 void ShmemInit();
