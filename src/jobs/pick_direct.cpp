@@ -7,6 +7,7 @@
 #include "jobs/job_row.hpp"
 #include "jobs/lease_token.hpp"
 #include "jobs/pick_lanes.hpp"
+#include "jobs/queue_types.hpp"
 #include "xact/deferred_claims.hpp"
 
 namespace pqrun::pick_direct {
@@ -439,10 +440,12 @@ IndexKey(ScanKeyData *key, Relation index, AttrNumber attno, StrategyNumber stra
 
 /* AddLanes appends the lanes of `queue` to `f`: one per distinct job type
  * of `types`, or, without types, one per job type the index holds for the
- * queue (dead entries too: a descent each). A lane whose queue and job type
- * its controls hold back is left out whole. */
+ * queue (dead entries too: a descent each), or that queue_types knows when
+ * `memo` (then `gen` was read before the pick's snapshot). A lane whose
+ * queue and job type its controls hold back is left out whole. */
 void
-AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Request &r, int *capacity)
+AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Request &r, int *capacity, bool memo,
+         uint64 gen)
 {
 	auto add = [&](Datum job_type) {
 		if (r.gated && queue != Datum(0) && flow_control::Blocked(queue, job_type))
@@ -453,11 +456,14 @@ AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Requ
 		}
 		f->lanes[f->count++] = FilterLane{queue, job_type, {}, {}, false, true, {}};
 	};
-	if (types != nullptr) {
+	Datum *known;
+	if (types != nullptr || (memo && queue_types::Known(queue, &known, &ntypes))) {
 		for (int i = 0; i < ntypes; i++)
-			add(types[i]);
+			add(types != nullptr ? types[i] : known[i]);
 		return;
 	}
+	int nfound = 0, room = 8;
+	Datum *found = static_cast<Datum *>(palloc(sizeof(Datum) * room));
 	IndexScanDesc keys = compat::IndexBeginScan(f->scan->heapRelation, f->index, GetActiveSnapshot(), 2);
 	keys->xs_want_itup = true;
 	/* The next job type is the next entry's, dead or not: skipping killed
@@ -475,10 +481,15 @@ AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Requ
 		if (isnull)
 			break;
 		job_type = PointerGetDatum(PG_DETOAST_DATUM_COPY(job_type));
+		if (nfound == room)
+			found = static_cast<Datum *>(repalloc(found, sizeof(Datum) * (room *= 2)));
+		found[nfound++] = job_type;
 		add(job_type);
 		IndexKey(&scankeys[1], f->index, 2, BTGreaterStrategyNumber, job_type);
 	}
 	index_endscan(keys);
+	if (memo)
+		queue_types::Remember(queue, found, nfound, gen);
 }
 
 /* Advance moves `lane` to its first job from pickup key `from` on that the
@@ -514,10 +525,11 @@ Advance(FilterLanes *f, FilterLane *lane, wake::PickKey from, const Layout &l, c
 
 /* OpenLanes readies the lanes of a filtered request on `index` (its
  * queues' and job types'), each at its first job from the request's start
- * on, or from its hint when `hinted`. */
+ * on, or from its hint when `hinted`; the job types of its queues found
+ * before are taken when `memo`. Both hold as of hint generation `gen`. */
 FilterLanes
 OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, const Filter &types,
-          const Filter &queues, bool hinted)
+          const Filter &queues, bool hinted, bool memo, uint64 gen)
 {
 	FilterLanes f{index, by_queue, nullptr, 0, nullptr, nullptr};
 	int capacity = 16;
@@ -529,9 +541,9 @@ OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const R
 	if (by_queue) {
 		Datum *queue_values = queues.Distinct(index->rd_indcollation[0], &nqueues);
 		for (int i = 0; i < nqueues; i++)
-			AddLanes(&f, queue_values[i], type_values, ntypes, r, &capacity);
+			AddLanes(&f, queue_values[i], type_values, ntypes, r, &capacity, memo, gen);
 	} else {
-		AddLanes(&f, Datum(0), type_values, ntypes, r, &capacity);
+		AddLanes(&f, Datum(0), type_values, ntypes, r, &capacity, false, gen);
 	}
 	for (int i = 0; i < f.count; i++) {
 		FilterLane &lane = f.lanes[i];
@@ -562,13 +574,13 @@ CloseLanes(FilterLanes *f)
  * lanes' heads in pickup order, the lowest first, and moves each lane on
  * past the head it tried. When `hinted`, a lane in which it passed nothing
  * another pickup might claim gets its hint moved past its last claim, or
- * to its end (as of hint generation `gen`). */
+ * to its end (as of hint generation `gen`); `memo` as for OpenLanes. */
 uint64
 LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, Snapshot snapshot,
-                 Emit emit, void *arg, bool hinted, uint64 gen)
+                 Emit emit, void *arg, bool hinted, bool memo, uint64 gen)
 {
 	Filter types(r.job_types), queues(r.queues);
-	FilterLanes f = OpenLanes(live, index, by_queue, l, r, types, queues, hinted);
+	FilterLanes f = OpenLanes(live, index, by_queue, l, r, types, queues, hinted, memo, gen);
 	TupleTableSlot *locked = table_slot_create(live, nullptr);
 	uint64 n = 0;
 	while (n < static_cast<uint64>(r.limit)) {
@@ -588,7 +600,8 @@ LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, 
 			 * hint past it could hide it. */
 			next->clean = false;
 		}
-		Advance(&f, next, past, l, r, types, queues);
+		if (n < static_cast<uint64>(r.limit))
+			Advance(&f, next, past, l, r, types, queues);
 	}
 	for (int i = 0; hinted && i < f.count; i++)
 		if (f.lanes[i].done && f.lanes[i].clean)
@@ -628,16 +641,19 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	 * pickup of this transaction left unwritten are written first, and a new
 	 * snapshot sees them and every earlier write of this transaction. */
 	deferred_claims::WriteAll();
-	/* Lane hints where nothing holds jobs back for this pickup only (the
-	 * controls) and there is one pickup hint (no shards); their generation
-	 * read before the snapshot, so what becomes READY after it unsettles
-	 * them. */
-	bool hinted = lanes && !request.gated && !citus::InShards();
-	uint64 gen = hinted ? wake::HintGen() : 0;
+	/* What other pickups found of the lanes where there is one pickup hint
+	 * (no shards): the queues' job types, and the lanes' hints where nothing
+	 * holds jobs back for this pickup only (the controls); as of the hint
+	 * generation read before the snapshot, so what becomes READY after it
+	 * unsettles them. */
+	bool memo = lanes && !citus::InShards();
+	bool hinted = memo && !request.gated;
+	uint64 gen = memo ? wake::HintGen() : 0;
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CommandCounterIncrement();
 	UpdateActiveSnapshotCommandId();
-	*count = lanes ? LockAndEmitLanes(live, index, by_queue, layout, request, GetActiveSnapshot(), emit, arg, hinted, gen)
+	*count = lanes ? LockAndEmitLanes(live, index, by_queue, layout, request, GetActiveSnapshot(), emit, arg, hinted,
+	                                  memo, gen)
 	               : LockAndEmit(live, index, layout, request, GetActiveSnapshot(), emit, arg);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
@@ -662,10 +678,11 @@ AnyReady(const Request &request, bool *ready)
 		tables.Close();
 		return false;
 	}
+	bool memo = !citus::InShards();
+	uint64 gen = memo ? wake::HintGen() : 0; /* before the snapshot, as in Pick */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	Filter types(request.job_types), queues(request.queues);
-	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues,
-	                          !request.gated && !citus::InShards());
+	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues, memo && !request.gated, memo, gen);
 	*ready = false;
 	for (int i = 0; i < f.count && !*ready; i++)
 		*ready = !f.lanes[i].done;

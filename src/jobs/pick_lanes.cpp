@@ -120,16 +120,16 @@ CursorOf(const char *queue)
 
 /* KeyAfter answers the key after `after` in the cursor's queue, from a step
  * found before when they are `known` to hold, else from look(after), whose
- * answer becomes a step. */
+ * answer becomes a step when `keep`. */
 template <typename Look>
 char *
-KeyAfter(Cursor &c, bool known, const char *after, Look look)
+KeyAfter(Cursor &c, bool known, bool keep, const char *after, Look look)
 {
 	for (int i = 0; known && i < c.nsteps; i++)
 		if (strcmp(c.steps[i].after, after) == 0)
 			return c.steps[i].next ? pstrdup(c.steps[i].next) : nullptr;
 	char *next = look(after);
-	if (c.nsteps < kMaxSteps) {
+	if (keep && c.nsteps < kMaxSteps) {
 		if (c.steps == nullptr)
 			c.steps = static_cast<Step *>(MemoryContextAlloc(TopMemoryContext, sizeof(Step) * kMaxSteps));
 		c.steps[c.nsteps++] = Step{MemoryContextStrdup(TopMemoryContext, after),
@@ -310,21 +310,25 @@ Pick(const Request &r, const Receiver &to)
 	if (nqueues == 0)
 		return 0;
 	/* Below the executor when pick_direct.hpp can, else through SQL. */
+	/* Before the scans' snapshot: what becomes READY after it unsettles
+	 * their hints and steps. A transaction snapshot (REPEATABLE READ, the
+	 * SQL statements only) may be older than that: its looks are not kept. */
+	uint64 gen = wake::HintGen();
+	bool keep = !IsolationUsesXactSnapshot();
 	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
 	pick_direct::LaneScan scan;
 	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
-	uint64 gen = wake::HintGen(); /* before the scans: what became READY during them unsettles their hints */
 	for (int q = 0; q < nqueues && *to.claimed - before < r.want; q++) {
 		Datum queue = CStringGetTextDatum(queues[q]);
 		Cursor &cursor = CursorOf(queues[q]);
-		bool known =
-		    cursor.nsteps > 0 && wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
+		bool known = keep && cursor.nsteps > 0 &&
+		             wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
 		if (!known) {
 			ForgetSteps(cursor);
 			cursor.steps_gen = gen;
 		}
 		auto next_key = [&](Datum queue_text, const char *after) {
-			return KeyAfter(cursor, known, after, [&](const char *from) {
+			return KeyAfter(cursor, known, keep, after, [&](const char *from) {
 				return direct ? scan.NextKey(queue_text, from) : NextKey(queue_text, from);
 			});
 		};

@@ -128,6 +128,40 @@ q("SELECT pqrun.release(id) FROM pqrun.jobs WHERE job_type = %s", (long_type,))
 by_queue = q("SELECT count(*) FROM pqrun.pickup('w', queues => ARRAY[%s])", (long_queue,))[0][0]
 check(f"a job of 1,000-byte job_type and queue is picked up by both ({by_type}, {by_queue})", by_type == by_queue == 1)
 check("the jobs of qb are all still READY", q("SELECT count(*) FROM pqrun.job_live WHERE queue = 'qb' AND status = 'READY'")[0][0] == 20)
+
+# A pickup by queue alone takes the queue's job types as an earlier pickup
+# of the backend found them while no job became READY since: one descent
+# (its lane's head) instead of one per job type and one more. A job of a
+# type new to the queue is found however it becomes READY: enqueued by
+# another session, by the pickup's own transaction, or retried.
+def numscans():
+    return q("SELECT pg_stat_get_xact_numscans('pqrun.job_live_pick_queue'::regclass)")[0][0]
+q("SELECT pqrun.enqueue('m1', queue => 'qm') FROM generate_series(1, 3)")
+with c.transaction(force_rollback=True):
+    q("SELECT id FROM pqrun.pickup('w', queues => '{qm}')")
+    before = numscans()
+    got = q("SELECT job_type FROM pqrun.pickup('w', queues => '{qm}')")
+    check(f"a pickup by queue whose job types are known descends once ({numscans() - before})",
+          numscans() - before == 1 and got == [("m1",)])
+def pick_qm():
+    return q("SELECT job_type FROM pqrun.pickup('w', queues => '{qm}')")
+other = psycopg.connect("", autocommit=True)
+with c.transaction(force_rollback=True):
+    pick_qm()
+    other.execute("SELECT pqrun.enqueue('m2', queue => 'qm', priority => 5)")
+    check("a job of a new type enqueued by another session is found next", pick_qm() == [("m2",)])
+with c.transaction(force_rollback=True):
+    pick_qm()
+    q("SELECT pqrun.enqueue('m3', queue => 'qm', priority => 9)")
+    check("a job of a new type enqueued by the same transaction is found next", pick_qm() == [("m3",)])
+dead = other.execute("SELECT pqrun.enqueue('m4', queue => 'qm', priority => 9, max_attempts => 1)").fetchone()[0]
+other.execute("SELECT pqrun.pickup('w', job_types => '{m4}')")
+other.execute("SELECT pqrun.mark_error(%s, 'no', terminal => true)", (dead,))
+with c.transaction(force_rollback=True):
+    check("without m4 READY the queue's best is m2", pick_qm() == [("m2",)])
+    other.execute("SELECT pqrun.retry(%s)", (dead,))
+    check("a job of a type retried by another session is found next", pick_qm() == [("m4",)])
+other.close()
 print(f"filters: {failures} failure(s)")
 raise SystemExit(1 if failures else 0)
 PY
