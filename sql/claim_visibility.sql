@@ -349,3 +349,26 @@ SELECT count(*) AS picked FROM pqrun.pickup('allowed', job_types => '{guarded}')
 SELECT id = :guarded AS is_guarded, status FROM claim_log;
 DROP TRIGGER log_claim ON pqrun.job_live;
 SELECT status, attempts, locked_by FROM pqrun.jobs WHERE id = :guarded;
+
+-- 18. An operator's trigger that suppresses pqrun's writes (BEFORE ... RETURN
+-- NULL) gets 27000 and the job stays as it was. On 0.15.0 every pickup
+-- raised XX000 "pqrun: wrote 0 of 1 deferred claims", and mark_done a
+-- misleading 55000 "lease token does not match" without any lease.
+SELECT pqrun.enqueue('suppressed') AS suppressed \gset
+CREATE FUNCTION suppress() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER suppress_claims BEFORE UPDATE ON pqrun.job_live FOR EACH ROW EXECUTE FUNCTION suppress();
+\set VERBOSITY sqlstate
+SELECT count(*) AS picked FROM pqrun.pickup('w25', job_types => '{suppressed}');
+\set VERBOSITY default
+SELECT status, attempts, locked_by FROM pqrun.jobs WHERE id = :suppressed;
+DROP TRIGGER suppress_claims ON pqrun.job_live;
+SELECT count(*) AS picked FROM pqrun.pickup('w25', job_types => '{suppressed}');
+CREATE TRIGGER suppress_finishes BEFORE DELETE ON pqrun.job_live FOR EACH ROW EXECUTE FUNCTION suppress();
+\set VERBOSITY sqlstate
+SELECT pqrun.mark_done(:suppressed);
+SELECT pqrun.mark_done(:suppressed, lease_token => (SELECT lease_token FROM pqrun.jobs WHERE id = :suppressed));
+SELECT pqrun.mark_done(:suppressed, lease_token => gen_random_uuid());
+\set VERBOSITY default
+DROP TRIGGER suppress_finishes ON pqrun.job_live;
+SELECT status, attempts, locked_by FROM pqrun.jobs WHERE id = :suppressed;
+SELECT pqrun.mark_done(:suppressed);

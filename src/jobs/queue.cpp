@@ -136,7 +136,9 @@ InQueue(const char *queue, ArrayType *job_ids)
 }
 
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
- * unknown id (P0002), not running or stale lease (55000). */
+ * unknown id (P0002), not running or stale lease (55000), or, running under
+ * the lease given (or none given), a write an operator's trigger or rule on
+ * pqrun's tables suppressed (27000). */
 void
 RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 {
@@ -145,6 +147,12 @@ RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("job %lld is not running", (long long)job_id),
 		                errdetail("Its status is %s.", StatusName(status))));
+	bool isnull;
+	Datum current = Col(0, 2, &isnull);
+	if (!has_lease || (!isnull && memcmp(DatumGetUUIDP(current), DatumGetUUIDP(lease), UUID_LEN) == 0))
+		ereport(ERROR, (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+		                errmsg("a trigger or rule on pqrun's tables suppressed the change of job %lld", (long long)job_id),
+		                errdetail("The job is unchanged.")));
 	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 	                errmsg("lease token does not match the current lease of job %lld", (long long)job_id),
 	                errdetail("The job was reaped, cancelled or picked up again since this lease was issued.")));

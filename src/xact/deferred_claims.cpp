@@ -122,8 +122,13 @@ WriteBySql(const Batch *d)
 	Datum values[5] = {spi::Int8Array(c.ids, c.count), UuidArray(c.tokens, c.count), TimestampTzGetDatum(d->at),
 	                   CStringGetTextDatum(d->worker), BoolGetDatum(c.by_session)};
 	uint64 written = spi::Exec(stmts::kWriteDeferredClaims, values, nullptr, SPI_OK_UPDATE);
+	/* Each claimed row is locked by this transaction: only an operator's
+	 * trigger or rule can keep the claim from being written. */
 	if (written != static_cast<uint64>(c.count))
-		elog(ERROR, "pqrun: wrote %llu of %d deferred claims", (unsigned long long)written, c.count);
+		ereport(ERROR, (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+		                errmsg("a trigger or rule on pqrun.job_live suppressed %llu of %d claims",
+		                       static_cast<unsigned long long>(c.count - written), c.count),
+		                errdetail("The jobs stay READY.")));
 	spi::Finish();
 	guc::Unpin(nest_level);
 	SetUserIdAndSecContext(user, sec_context);
