@@ -80,6 +80,24 @@ SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'busy' AND status =
 SELECT count(*) AS claimed FROM pqrun.pickup('w', batch_size => 10);
 SELECT pqrun.set_concurrency_limit('busy', NULL);
 SELECT pqrun.mark_done(id) FROM pqrun.pickup('w', batch_size => 10);
+-- So does a limit added to a queue that has a rate limit (whose count held
+-- no places), and one added again after it was removed. On 0.15.0 the
+-- pickup after set_concurrency_limit('rated', 2) claimed 2 more: 12 RUNNING
+-- under a limit of 2.
+SELECT pqrun.set_rate_limit('rated', 1000, 1000);
+SELECT count(pqrun.enqueue('a', queue => 'rated')) FROM generate_series(1, 15);
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rated}', batch_size => 10);
+SELECT pqrun.set_concurrency_limit('rated', 2);
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rated}', batch_size => 5);
+SELECT pqrun.set_concurrency_limit('rated', NULL);
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rated}', batch_size => 2);
+SELECT pqrun.set_concurrency_limit('rated', 13);
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rated}', batch_size => 5);
+SELECT running, max_running FROM pqrun.queue_controls WHERE queue = 'rated';
+SELECT pqrun.set_concurrency_limit('rated', NULL);
+SELECT pqrun.set_rate_limit('rated', NULL);
+SELECT count(pqrun.mark_done(id)) AS done FROM pqrun.job_live WHERE queue = 'rated' AND status = 'RUNNING';
+SELECT count(pqrun.mark_done(id)) AS done FROM pqrun.pickup('w', queues => '{rated}', batch_size => 10);
 
 -- 5. A claim that rolls back, or whose savepoint does, gives its place back.
 SELECT count(pqrun.enqueue('a', queue => 'rb')) FROM generate_series(1, 3);
@@ -151,6 +169,19 @@ SELECT count(pqrun.enqueue('a', queue => 'rb')) FROM generate_series(1, 2);
 SELECT count(*) AS claimed FROM pqrun.pickup('w', batch_size => 10);
 SELECT count(*) AS claimed FROM pqrun.pickup('w', batch_size => 10);
 DROP TRIGGER noop ON pqrun.job_live;
+-- A finish in a prepared transaction keeps its place until COMMIT PREPARED,
+-- when the job's end takes effect. On 0.15.0 PREPARE gave the place back:
+-- the next pickup claimed a job while the finished one still ran.
+SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
+SELECT count(pqrun.enqueue('a', queue => 'rb')) FROM generate_series(1, 2);
+SELECT id AS held FROM pqrun.pickup('w', queues => '{rb}') \gset
+BEGIN;
+SELECT pqrun.mark_done(:held);
+PREPARE TRANSACTION 'rb_done';
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}');
+COMMIT PREPARED 'rb_done';
+SELECT pg_sleep(0.05);
+SELECT count(*) AS claimed FROM pqrun.pickup('w', queues => '{rb}');
 SELECT pqrun.set_concurrency_limit('rb', NULL);
 SELECT pqrun.mark_done(id) FROM pqrun.job_live WHERE queue = 'rb' AND status = 'RUNNING';
 SELECT pqrun.mark_done(id) FROM pqrun.pickup('w', batch_size => 10);

@@ -125,9 +125,10 @@ OnXactEvent(XactEvent event)
 			flow_control::AtAbort();
 			wake::AtAbort();
 		} else if (event == XACT_EVENT_PREPARE) {
-			/* Its places stay taken: its claims end with it, elsewhere. */
+			/* Its places stay taken: its claims and ends take effect with
+			 * it, elsewhere. */
 			stats::OnPrepare();
-			flow_control::AtCommit();
+			flow_control::AtPrepare();
 			wake::AtPrepare();
 		}
 		break;

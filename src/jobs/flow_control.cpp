@@ -28,17 +28,30 @@ spi::Statement kLoadControls{
     {}};
 
 /* The jobs a limit counts, when it is first needed, with their keys. */
+/* The runs a limit counts when its count starts: the RUNNING jobs as
+ * committed, and the READY ones that a prepared transaction of the
+ * database ($3, the ids of those transactions, NULL: none) holds, with it:
+ * its claims, which only its COMMIT PREPARED shows as RUNNING, and which
+ * after a restart nothing else remembers. */
+#define PQRUN_LOAD_RUNNING(match)                                                                                      \
+	"SELECT id, lease_token, NULL::xid AS xid" PQRUN_JOB_KEY " FROM pqrun.job_live WHERE status = 'RUNNING' AND " match \
+	" UNION ALL SELECT id, NULL, xmax" PQRUN_JOB_KEY " FROM pqrun.job_live"                                           \
+	" WHERE $3::xid[] IS NOT NULL AND status = 'READY' AND " match " AND xmax = ANY ($3)"
 spi::Statement kLoadRunning{"load running",
-                            "SELECT id, lease_token" PQRUN_JOB_KEY " FROM pqrun.job_live"
-                            " WHERE status = 'RUNNING' AND queue = $1 AND ($2::text IS NULL OR job_type = $2)",
-                            2,
-                            {TEXTOID, TEXTOID}};
+                            PQRUN_LOAD_RUNNING("queue = $1 AND ($2::text IS NULL OR job_type = $2)"),
+                            3,
+                            {TEXTOID, TEXTOID, XIDARRAYOID}};
 
 spi::Statement kLoadRunningKey{"load running of key",
-                               "SELECT id, lease_token" PQRUN_JOB_KEY " FROM pqrun.job_live"
-                               " WHERE status = 'RUNNING' AND queue = $1 AND concurrency_key = $2",
-                               2,
-                               {TEXTOID, TEXTOID}};
+                               PQRUN_LOAD_RUNNING("queue = $1 AND concurrency_key = $2"),
+                               3,
+                               {TEXTOID, TEXTOID, XIDARRAYOID}};
+
+spi::Statement kPreparedHere{"prepared transactions of the database",
+                             "SELECT pg_catalog.array_agg(transaction) FROM pg_catalog.pg_prepared_xact()"
+                             " WHERE dbid = $1",
+                             1,
+                             {OIDOID}};
 
 /* A queue whose jobs have keys: its pickups walk its lanes from now on. */
 spi::Statement kNoteKeyed{"note keyed queue",
@@ -81,12 +94,13 @@ struct Counter {
 	int64 control_id;
 	int32 used; /* places taken (a limit) */
 	int32 head;
-	bool dirty; /* runs of the database ended without giving back their places (NoteEnded) */
+	bool placed; /* its places were loaded: a limit's counter, or one a limit was added to */
+	bool dirty;  /* runs of the database ended without giving back their places (NoteEnded) */
 	TimestampTz verified_at;
 	double tokens; /* a rate limit's bucket, as of refilled_at */
 	TimestampTz refilled_at;
 };
-constexpr Counter kFreeCounter{InvalidOid, 0, 0, -1, false, 0, 0, 0};
+constexpr Counter kFreeCounter{InvalidOid, 0, 0, -1, false, false, 0, 0, 0};
 
 /* The bucket of one key under its queue's rate limit per key, found by
  * probing kKeyProbe slots from the hash of (control, key). Its rate and
@@ -249,6 +263,12 @@ SameToken(const pg_uuid_t &a, const pg_uuid_t &b)
 	return memcmp(a.data, b.data, UUID_LEN) == 0;
 }
 
+/* The token of a place whose claim's token is not known yet: a prepared
+ * transaction's, loaded from the READY row it holds. Its place counts while
+ * the job is RUNNING under any lease. */
+constexpr pg_uuid_t kAnyLease{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                               0xff, 0xff}};
+
 /* TokenCol reads a lease token column of the last SPI result (zeros for
  * NULL, as for a claim that has none). */
 pg_uuid_t
@@ -291,17 +311,29 @@ FreeKeyBuckets(Gone gone)
 			b.dboid = InvalidOid;
 }
 
-/* FreeCounter gives counter `i`, its places and its keys' buckets back;
- * lock held exclusively. */
+/* FreePlaces gives the places of counter `i` back, which then counts
+ * none until a limit loads them again; lock held exclusively. */
 void
-FreeCounter(int i)
+FreePlaces(int i)
 {
-	for (int32 p = shared->counters[i].head; p >= 0;) {
+	Counter &k = shared->counters[i];
+	for (int32 p = k.head; p >= 0;) {
 		int32 next = shared->places[p].next;
 		shared->places[p].counter = -1;
 		shared->free_list[shared->nfree++] = p;
 		p = next;
 	}
+	k.head = -1;
+	k.used = 0;
+	k.placed = false;
+}
+
+/* FreeCounter gives counter `i`, its places and its keys' buckets back;
+ * lock held exclusively. */
+void
+FreeCounter(int i)
+{
+	FreePlaces(i);
 	int64 id = shared->counters[i].control_id;
 	FreeKeyBuckets([id](int64 control_id) { return control_id == id; });
 	shared->counters[i] = kFreeCounter;
@@ -530,11 +562,14 @@ Reload(uint64 gen)
 	for (int i = 0; i < kMaxCounters; i++) {
 		if (shared->counters[i].dboid != MyDatabaseId)
 			continue;
-		bool kept = false;
-		for (int j = 0; j < ncontrols && !kept; j++)
-			kept = controls[j].id == shared->counters[i].control_id && Counted(controls[j]);
-		if (!kept)
+		const Control *kept = nullptr;
+		for (int j = 0; j < ncontrols && kept == nullptr; j++)
+			if (controls[j].id == shared->counters[i].control_id && Counted(controls[j]))
+				kept = &controls[j];
+		if (kept == nullptr)
 			FreeCounter(i);
+		else if (!Placed(*kept) && shared->counters[i].placed)
+			FreePlaces(i); /* a limit removed, a rate kept: counted afresh when a limit comes back */
 	}
 	FreeKeyBuckets([](int64 control_id) {
 		for (int j = 0; j < ncontrols; j++)
@@ -548,7 +583,8 @@ Reload(uint64 gen)
 /* EnsureCounter finds or makes control `c`'s counter, loading a limit's
  * places from the RUNNING rows as committed (nobody has counted in it yet,
  * so every claim that counts is one of those), and starting a rate limit
- * with a full bucket. -1 when there is no room. */
+ * with a full bucket. A limit added to a rate limit's counter loads its
+ * places then. -1 when there is no room. */
 int
 EnsureCounter(const Control &c)
 {
@@ -557,21 +593,29 @@ EnsureCounter(const Control &c)
 	for (int i = 0; i < kMaxCounters && found < 0; i++)
 		if (CounterIs(i, c.id))
 			found = i;
+	bool ready = found >= 0 && (shared->counters[found].placed || !Placed(c));
 	LWLockRelease(shared->lock);
-	if (found >= 0)
+	if (ready)
 		return found;
+	found = -1;
 
 	uint64 n = 0;
 	if (Placed(c)) {
 		const char *second = c.key ? c.key : c.job_type;
-		Datum values[2] = {PointerGetDatum(cstring_to_text_with_len(c.queue, c.queue_len)),
-		                   second ? PointerGetDatum(cstring_to_text(second)) : Datum(0)};
-		char nulls[3] = {' ', second ? ' ' : 'n', '\0'};
 		int nest_level = guc::PinSearchPath();
+		Datum db = ObjectIdGetDatum(MyDatabaseId);
+		spi::ExecLatest(stmts::kPreparedHere, &db, nullptr, true);
+		bool none_prepared;
+		Datum prepared = spi::Col(0, 1, &none_prepared);
+		if (!none_prepared)
+			prepared = PointerGetDatum(PG_DETOAST_DATUM_COPY(prepared));
+		Datum values[3] = {PointerGetDatum(cstring_to_text_with_len(c.queue, c.queue_len)),
+		                   second ? PointerGetDatum(cstring_to_text(second)) : Datum(0), prepared};
+		char nulls[4] = {' ', second ? ' ' : 'n', none_prepared ? 'n' : ' ', '\0'};
 		n = spi::ExecLatest(c.key ? stmts::kLoadRunningKey : stmts::kLoadRunning, values, nulls, false);
 		guc::Unpin(nest_level);
 	}
-	bool with_keys = n > 0 && SPI_tuptable->tupdesc->natts >= 3;
+	bool with_keys = n > 0 && SPI_tuptable->tupdesc->natts >= 4;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	int free_counter = -1;
@@ -586,11 +630,20 @@ EnsureCounter(const Control &c)
 	if (found < 0 && free_counter >= 0 && static_cast<uint64>(shared->nfree) >= n) {
 		found = free_counter;
 		TimestampTz now = GetCurrentTimestamp();
-		shared->counters[found] = Counter{MyDatabaseId, c.id, 0, -1, false, now, static_cast<double>(c.burst), now};
+		shared->counters[found] =
+		    Counter{MyDatabaseId, c.id, 0, -1, false, false, now, static_cast<double>(c.burst), now};
+	} else if (found >= 0 && !shared->counters[found].placed && Placed(c) && static_cast<uint64>(shared->nfree) < n) {
+		found = -1;
+	}
+	if (found >= 0 && !shared->counters[found].placed && Placed(c)) {
+		shared->counters[found].placed = true;
 		for (uint64 r = 0; r < n; r++) {
 			bool isnull = true;
-			Datum key = with_keys ? spi::Col(r, 3, &isnull) : Datum(0);
-			AddPlace(found, spi::ColInt64(r, 1), TokenCol(r, 2), InvalidTransactionId, isnull ? 0 : KeyHash(key));
+			Datum key = with_keys ? spi::Col(r, 4, &isnull) : Datum(0);
+			bool committed;
+			Datum prepared = spi::Col(r, 3, &committed);
+			AddPlace(found, spi::ColInt64(r, 1), committed ? TokenCol(r, 2) : kAnyLease,
+			         committed ? InvalidTransactionId : DatumGetTransactionId(prepared), isnull ? 0 : KeyHash(key));
 		}
 	}
 	LWLockRelease(shared->lock);
@@ -656,7 +709,7 @@ Verify(int counter, int64 id)
 		int64 job = spi::ColInt64(r, 1);
 		pg_uuid_t token = TokenCol(r, 2);
 		for (int i = 0; i < n; i++)
-			if (ids[i] == job && SameToken(tokens[i], token))
+			if (ids[i] == job && (SameToken(tokens[i], token) || SameToken(tokens[i], kAnyLease)))
 				gone[i] = false;
 	}
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -1175,6 +1228,21 @@ NoteChanged()
 	wake::NoteControlsChanged();
 }
 
+namespace {
+
+/* Forget drops what the transaction that ends noted. */
+void
+Forget()
+{
+	if (changed_here)
+		cache_valid = false;
+	ntaken = nended = 0;
+	ended_overflow = changed_here = false;
+	noted_keyed = nullptr; /* its memory goes with the transaction */
+}
+
+} // namespace
+
 void
 AtCommit()
 {
@@ -1189,22 +1257,20 @@ AtCommit()
 					k.dirty = true;
 		LWLockRelease(shared->lock);
 	}
-	if (changed_here)
-		cache_valid = false;
-	ntaken = nended = 0;
-	ended_overflow = changed_here = false;
-	noted_keyed = nullptr; /* its memory goes with the transaction */
+	Forget();
+}
+
+void
+AtPrepare()
+{
+	Forget();
 }
 
 void
 AtAbort()
 {
 	GiveBack(0);
-	if (changed_here)
-		cache_valid = false;
-	ntaken = nended = 0;
-	ended_overflow = changed_here = false;
-	noted_keyed = nullptr;
+	Forget();
 }
 
 void

@@ -124,8 +124,12 @@ void NoteChanged();
 
 /* The end of a transaction and of a subtransaction (hooks.cpp): places a
  * rolled-back claim took are given back; a committed subtransaction's
- * claims pass to its parent. */
+ * claims pass to its parent. A prepared transaction keeps the places of
+ * its claims and of the runs it ended: they are given back once a look
+ * finds its end committed (a full limit is looked at again every few
+ * milliseconds), not before. */
 void AtCommit();
+void AtPrepare();
 void AtAbort();
 void AtSubAbort();
 void AtSubCommit();

@@ -123,6 +123,14 @@ q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_con
 sleep 0.5
 q -d app1 -c "SELECT pqrun.schedule('hourly', 'hourly', run_every => '1 hour')" \
 	-c "UPDATE pqrun.periodic SET next_run = now() - interval '5 hours' WHERE name = 'hourly'" >/dev/null
+# Claims a prepared transaction holds count under their limit after the
+# restart too. On 0.15.0 the count was rebuilt from the RUNNING rows alone
+# (the prepared claims' rows are READY until COMMIT PREPARED): a pickup took
+# two more, and COMMIT PREPARED left 4 RUNNING under a limit of 2.
+q -d app1 -c "SELECT pqrun.set_concurrency_limit('plim', 2)" \
+	-c "SELECT count(pqrun.enqueue('p', queue => 'plim')) FROM generate_series(1, 4)" >/dev/null
+q -d app1 -c "BEGIN" -c "SELECT count(*) FROM pqrun.pickup('pw', queues => '{plim}', batch_size => 2)" \
+	-c "PREPARE TRANSACTION 'plim_claims'" >/dev/null
 cluster_stop "$dir" immediate
 q_down=$(q -d postgres -c "SELECT 1" 2>/dev/null || echo down)
 [ "$q_down" = down ] || fail "the server did not stop"
@@ -135,6 +143,14 @@ sleep 1.5
 [ "$(q -d app1 -c "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'")" = 1 ] || fail "missed slots fired more than once"
 [ "$(q -d app1 -c "SELECT next_run > now() FROM pqrun.periodic WHERE name = 'hourly'")" = t ] || fail "next_run is not in the future"
 [ "$(q -d app1 -c "$stats_sql")" = "1,3,1,0" ] || fail "queue_stats after the restart: $(q -d app1 -c "$stats_sql")"
+plim_pick="SELECT count(*) FROM pqrun.pickup('pw2', queues => '{plim}', batch_size => 2)"
+[ "$(q -d app1 -c "$plim_pick")" = 0 ] || fail "a pickup claimed past a limit full of prepared claims after the restart"
+q -d app1 -c "COMMIT PREPARED 'plim_claims'"
+[ "$(q -d app1 -c "SELECT count(*) FROM pqrun.jobs WHERE queue = 'plim' AND status = 'RUNNING'")" = 2 ] ||
+	fail "the prepared claims did not commit"
+[ "$(q -d app1 -c "$plim_pick")" = 0 ] || fail "a pickup claimed past the limit after COMMIT PREPARED"
+q -d app1 -c "SELECT pqrun.mark_done(id) FROM pqrun.jobs WHERE queue = 'plim' AND status = 'RUNNING'" >/dev/null
+[ "$(q -d app1 -c "$plim_pick")" = 2 ] || fail "the limit's places were not given back"
 
 echo "-- a crashed backend (kill -9) restarts the server; workers come back"
 psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
