@@ -771,14 +771,20 @@ REVOKE ALL ON FUNCTION pqrun._history_partitions() FROM PUBLIC;
 /* History partitions (README, "History"): the part of a maintenance round
  * that changes job_done's partitions. Makes those that the next `ahead`
  * intervals of `step` after the one holding `round_at` need and no partition
- * covers yet, with what job_done_default holds of their time; and drops
- * those that end at or before `drop_before` (NULL: none), keeping in
- * job_done_default their FAILED jobs that finished at or after
- * `keep_failed_from` (NULL: none). Partitions start at multiples of `step`
- * since 1970 (UTC) and are named after their start; none is made while
- * job_done has none and there is no job at all. A partition that cannot be
- * made or dropped now (a name taken) is left for a later round, and so is
- * the rest of the round after a lock not granted.
+ * covers yet; and drops those that end at or before `drop_before` (NULL:
+ * none), keeping in job_done_default their FAILED jobs that finished at or
+ * after `keep_failed_from` (NULL: none). Partitions start at multiples of
+ * `step` since 1970 (UTC) and are named after their start; none is made
+ * while job_done has none and there is no job at all. A partition that
+ * cannot be made or dropped now (a name taken) is left for a later round,
+ * and so is the rest of the round after a lock not granted.
+ *
+ * Rows never move between partitions (0.17.0): what job_done_default holds
+ * of a new partition's time (jobs that finished while no partition covered
+ * it) stays there, and the partition starts just past the last of them. A
+ * move took the rows out of sight of every snapshot taken before it: a
+ * query planned after the ATTACH skips the default partition for that time,
+ * and their copies in the new partition are newer than the snapshot.
  *
  * Locks (0.13.0): finishes wait for what the round holds of job_done, so
  * the round never waits for a lock while it holds one of job_done: a
@@ -801,8 +807,9 @@ DECLARE
 	s timestamptz;
 	e timestamptz;
 	covered timestamptz;
+	whole timestamptz;
+	last timestamptz;
 	locked boolean;
-	moving boolean;
 	made text;
 	dropped record;
 	counted jsonb;
@@ -843,19 +850,21 @@ BEGIN
 					EXIT WHEN covered IS NULL;
 					s := covered;
 				END LOOP;
+				whole := e;
 				e := LEAST(e, (SELECT min(p.lo) FROM pqrun._history_partitions() AS p WHERE p.lo > s));
+				/* Past what job_done_default holds of it; none in a gap
+				 * before a partition, which only such rows leave. */
+				last := (SELECT max(d.finished_at) FROM pqrun.job_done_default AS d WHERE d.finished_at >= s AND d.finished_at < e);
+				IF last IS NOT NULL THEN
+					s := CASE WHEN e < whole THEN e ELSE last + interval '1 microsecond' END;
+				END IF;
 				EXIT WHEN s >= e OR locked;
 				/* Then again under a lock that holds off other rounds (which
 				 * may have made it meanwhile) and every finish: one routed
 				 * before the ATTACH to the default partition would meet its
-				 * new constraint after it (23514). ACCESS EXCLUSIVE when
-				 * rows are to move out of the default partition: they move
-				 * out of sight of every query (one planned without the new
-				 * partition and run with a snapshot after the move would
-				 * miss them). Held until the round commits. */
-				moving := EXISTS (SELECT FROM pqrun.job_done_default WHERE finished_at >= s AND finished_at < e);
-				EXECUTE format('LOCK TABLE pqrun.job_done IN %s MODE%s',
-				               CASE WHEN moving THEN 'ACCESS EXCLUSIVE' ELSE 'SHARE ROW EXCLUSIVE' END,
+				 * new constraint after it (23514). Held until the round
+				 * commits. */
+				EXECUTE format('LOCK TABLE pqrun.job_done IN SHARE ROW EXCLUSIVE MODE%s',
 				               CASE WHEN held THEN ' NOWAIT' ELSE '' END);
 				locked := true;
 			END LOOP;
@@ -863,17 +872,11 @@ BEGIN
 			/* ATTACH also locks the default partition, whose constraint
 			 * changes. */
 			LOCK TABLE pqrun.job_done_default IN ACCESS EXCLUSIVE MODE NOWAIT;
-			IF NOT moving AND EXISTS (SELECT FROM pqrun.job_done_default WHERE finished_at >= s AND finished_at < e) THEN
-				LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE NOWAIT;
-			END IF;
-			made := 'job_done_' || to_char(s, 'YYYYMMDD_HH24MISS');
+			made := 'job_done_' || to_char(s, 'YYYYMMDD_HH24MISS')
+			        || CASE WHEN date_trunc('second', s) <> s THEN to_char(s, '_US') ELSE '' END;
 			EXECUTE format('CREATE TABLE pqrun.%I (LIKE pqrun.job_done INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', made);
 			EXECUTE format('CREATE INDEX ON pqrun.%I (id)', made);
 			EXECUTE format('CREATE INDEX ON pqrun.%I (finished_at) WHERE status = ''FAILED''', made);
-			/* ATTACH refuses while the default partition holds rows of the
-			 * new one. */
-			EXECUTE format('WITH moved AS (DELETE FROM pqrun.job_done_default WHERE finished_at >= $1 AND finished_at < $2'
-			               ' RETURNING %s) INSERT INTO pqrun.%I (%s) SELECT %s FROM moved', cols, made, cols, cols) USING s, e;
 			EXECUTE format('ALTER TABLE pqrun.job_done ATTACH PARTITION pqrun.%I FOR VALUES FROM (%L) TO (%L)', made, s, e);
 			held := true;
 		EXCEPTION
