@@ -139,22 +139,40 @@ for f in test/pgtap/*.sql; do
 done
 
 echo "== shell tests"
+# shell_verdict TEST STATUS LOG: count a shell test's exit status. A test
+# that cannot run here (exit status 77, as in automake) says why on its
+# last line; it counts neither way.
+shell_verdict() {
+	if [ "$2" = 0 ]; then
+		pass
+		echo "shell $1 ... ok"
+	elif [ "$2" = 77 ]; then
+		echo "shell $1 ... skipped: $(tail -n 1 "$3")"
+	else
+		fail "shell: $1"
+		echo "shell $1 ... FAILED"
+		tail -n 40 "$3"
+	fi
+}
+# A test that mostly waits for the clock on clusters of its own (pg_cron's
+# minute) says so with a line "# test/run.sh: beside the others", and runs
+# beside them; its verdict comes last.
+beside=()
+for t in test/shell/*.sh; do
+	grep -qx '# test/run.sh: beside the others' "$t" || continue
+	PQRUN_WORK=$work bash "$t" >"$work/$(basename "$t").log" 2>&1 &
+	beside+=("$t:$!")
+done
 for t in test/shell/*.sh; do
 	[ -e "$t" ] || continue
+	grep -qx '# test/run.sh: beside the others' "$t" && continue
 	PQRUN_WORK=$work bash "$t" >"$work/shell.log" 2>&1
-	status=$?
-	if [ $status = 0 ]; then
-		pass
-		echo "shell $t ... ok"
-	elif [ $status = 77 ]; then
-		# A test that cannot run here (exit status 77, as in automake) says
-		# why on its last line; it counts neither way.
-		echo "shell $t ... skipped: $(tail -n 1 "$work/shell.log")"
-	else
-		fail "shell: $t"
-		echo "shell $t ... FAILED"
-		tail -n 40 "$work/shell.log"
-	fi
+	shell_verdict "$t" $? "$work/shell.log"
+done
+for entry in "${beside[@]}"; do
+	t=${entry%:*}
+	wait "${entry##*:}"
+	shell_verdict "$t" $? "$work/$(basename "$t").log"
 done
 
 if [ "$failed" != 0 ]; then

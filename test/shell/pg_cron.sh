@@ -16,6 +16,7 @@
 # pg_cron < 1.5 (Debian 12 ships 1.4.2) schedules by the minute, so the test
 # waits for the next minute boundary (at most ~65 s in all); with pg_cron
 # >= 1.5 it uses '2 seconds' schedules and takes a few seconds.
+# test/run.sh: beside the others
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/cluster.sh"
