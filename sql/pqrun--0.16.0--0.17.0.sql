@@ -3,7 +3,9 @@
  * 0.17.0 makes a history partition start past the jobs that
  * job_done_default holds of its time instead of moving them into it
  * (README, "History"): a move took them out of sight of every snapshot
- * taken before it.
+ * taken before it. pqrun.queue_node() is no longer executable by PUBLIC
+ * (the extension grants PUBLIC nothing): grant_worker grants it, and so
+ * does this update to every role that may call pickup.
  */
 \echo Use "ALTER EXTENSION pqrun UPDATE TO '0.17.0'" to load this file. \quit
 
@@ -156,5 +158,40 @@ BEGIN
 			WHEN undefined_table OR invalid_table_definition THEN NULL;
 			WHEN OTHERS THEN RAISE WARNING 'pqrun: partition % of pqrun.job_done not dropped: %', dropped.part, SQLERRM;
 		END;
+	END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_worker(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._require_role(role);
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
+	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
+	 * and the flow controls as its caller. */
+	EXECUTE format('GRANT SELECT ON pqrun.job_live, pqrun.queue_control TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.pickup(text, text[], text[], int, interval),'
+	               ' pqrun.pickup_from(text, text, int, interval, text[]),'
+	               ' pqrun.mark_done(bigint, jsonb, uuid, text), pqrun.mark_done_batch(bigint[], uuid[], text),'
+	               ' pqrun.mark_done_and_pickup(text, bigint[], uuid[], jsonb[], text[], text[], int),'
+	               ' pqrun.mark_error(bigint, text, boolean, uuid, interval, text),'
+	               ' pqrun.heartbeat(bigint, uuid, jsonb, interval, text),'
+	               ' pqrun.release(bigint, uuid, text), pqrun.snooze(bigint, interval, uuid, text),'
+	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),'
+	               ' pqrun.enqueue_batch(jsonb), pqrun.queue_node(text) TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);
+END $$;
+
+REVOKE ALL ON FUNCTION pqrun.queue_node(text) FROM PUBLIC;
+DO $$
+DECLARE
+	r regrole;
+BEGIN
+	FOR r IN SELECT DISTINCT a.grantee::regrole
+	           FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+	          WHERE p.oid OPERATOR(pg_catalog.=) 'pqrun.pickup(text, text[], text[], int, interval)'::pg_catalog.regprocedure
+	            AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	            AND a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION pqrun.queue_node(text) TO %s', r);
 	END LOOP;
 END $$;

@@ -721,7 +721,7 @@ BEGIN
 	               ' pqrun.heartbeat(bigint, uuid, jsonb, interval, text),'
 	               ' pqrun.release(bigint, uuid, text), pqrun.snooze(bigint, interval, uuid, text),'
 	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),'
-	               ' pqrun.enqueue_batch(jsonb) TO %s', role);
+	               ' pqrun.enqueue_batch(jsonb), pqrun.queue_node(text) TO %s', role);
 	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);
 END $$;
 
@@ -1105,5 +1105,6 @@ BEGIN
 	 WHERE p.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column('pqrun.job_live', queue)
 	   AND n.isactive AND n.noderole OPERATOR(pg_catalog.=) 'primary';
 END $$;
+REVOKE ALL ON FUNCTION pqrun.queue_node(text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION pqrun.distribute(int) FROM PUBLIC;

@@ -1010,6 +1010,19 @@ nall=$(psql -X -qtA -d "$db" -c "SELECT count(DISTINCT proname) FROM pg_proc WHE
 dropped=$(psql -X -qtA -d "$db" -c "SELECT count(*) || ' (' || coalesce(string_agg(typ || ' ' || left(expr, 30) || ': ' || cast_state, '; '), '') || ')' FROM fuzz.vals WHERE cast_state IS NOT NULL")
 echo "   $ncases cases over $nfns of $nall public functions; hostile values PostgreSQL rejects itself, dropped: $dropped"
 if [ "$nfns" = "$nall" ]; then ok "every public function is fuzzed ($nall)"; else bad "only $nfns of $nall public functions have cases"; fi
+# The public functions are those the README documents, by name: each one the
+# catalog has appears there as `name(`, and each that a table of the README
+# lists (a row starting with it) is in the catalog.
+readme=$(dirname "$0")/../../README.md
+catalog=$(psql -X -qtA -d "$db" -c "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname !~ '^_' ORDER BY 1")
+undocumented=$(for f in $catalog; do grep -q "\b$f(" "$readme" || printf '%s ' "$f"; done)
+listed=$(grep -o '^| `[a-z_]*(' "$readme" | sed 's/^| `//; s/($//' | sort -u)
+missing=$(for f in $listed; do grep -qx "$f" <<<"$catalog" || printf '%s ' "$f"; done)
+if [ -n "$catalog" ] && [ -z "$undocumented$missing" ]; then
+	ok "the README documents every public function ($(wc -w <<<"$catalog")), and lists none that does not exist"
+else
+	bad "undocumented: [$undocumented]; listed in the README but not in the catalog: [$missing]"
+fi
 
 # report by class
 report_class() { # NAME PATTERN (awk regex on the violation kind)
