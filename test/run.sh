@@ -12,6 +12,11 @@
 # With PG_MAJORS="15 17 18", the whole suite runs once per PostgreSQL major
 # version: the machine's own version here, the others each in its Debian
 # root (test/lib/pg_root.sh); one "N passed, M failed" line over all.
+#
+# A suite that cannot run here is skipped: it counts neither way, and the
+# line before the last says how many were, each named above it
+# ("SKIPPED: ..."). With PQRUN_ALLOWED_SKIPS (words MAJOR:SUITE, as .ci/run
+# sets it), a skip it does not name counts as a failure.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,13 +28,23 @@ keep=0
 passed=0
 failed=0
 failures=()
+skips=() # "MAJOR:SUITE why"
 pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); failures+=("$1"); }
+skip() { skips+=("$1"); }
 
-# finish: the summary line, and the exit status.
+# finish: the skips, the summary line, and the exit status.
 finish() {
+	local s
+	for s in "${skips[@]}"; do
+		if [ -n "${PQRUN_ALLOWED_SKIPS:-}" ] && ! grep -qw -- "${s%% *}" <<<"$PQRUN_ALLOWED_SKIPS"; then
+			fail "unexpected skip of ${s%% *}: ${s#* }"
+		fi
+	done
 	echo
+	for s in "${skips[@]}"; do echo "SKIPPED: $s"; done
 	for f in "${failures[@]}"; do echo "FAILED: $f"; done
+	echo "${#skips[@]} skipped"
 	echo "$passed passed, $failed failed"
 	[ "$failed" = 0 ]
 	exit
@@ -42,7 +57,7 @@ if [ -n "${PG_MAJORS:-}" ]; then
 		echo "=== PostgreSQL $major"
 		log=$(mktemp /tmp/pqrun-matrix.XXXXXX)
 		if [ "$major" = "$host_major" ]; then
-			PG_MAJORS= bash test/run.sh "$@" 2>&1 | tee "$log"
+			PG_MAJORS= PQRUN_ALLOWED_SKIPS= bash test/run.sh "$@" 2>&1 | tee "$log"
 		else
 			pg_root_run "$major" "$repo" "bash test/run.sh $*" 2>&1 | tee "$log"
 			for d in regression isolation; do
@@ -56,6 +71,7 @@ if [ -n "${PG_MAJORS:-}" ]; then
 			n=${summary#*, }
 			failed=$((failed + ${n%% failed}))
 			while IFS= read -r f; do failures+=("PostgreSQL $major: $f"); done < <(sed -n 's/^FAILED: //p' "$log")
+			while IFS= read -r f; do skips+=("$f"); done < <(sed -n 's/^SKIPPED: //p' "$log")
 		else
 			fail "PostgreSQL $major: the suite did not run to its end"
 		fi
@@ -84,11 +100,12 @@ trap cleanup EXIT
 cluster_init "$work" "$port" test/pqrun.conf && cluster_start "$work" || { echo "0 passed, 1 failed"; exit 1; }
 export PGHOST=$work PGPORT=$port PGUSER=postgres
 
-# count_pg_regress SUITE LOGFILE STATUS: add pg_regress's per-test verdicts
-# to the tally ("test name ... ok" up to PostgreSQL 15, TAP's "ok 1 - name"
-# from 16); a failing run that reported no failed test counts as one.
+# count_pg_regress SUITE LOGFILE STATUS NAMES: add pg_regress's per-test
+# verdicts to the tally ("test name ... ok" up to PostgreSQL 15, TAP's "ok 1 -
+# name" from 16); a failing run that reported no failed test counts as one,
+# and so does a run that reported fewer verdicts than NAMES has tests.
 count_pg_regress() {
-	local line name before=$failed
+	local line name before=$failed verdicts=$((passed + failed))
 	while IFS= read -r line; do
 		if [[ "$line" =~ ^(not\ )?ok\ [0-9]+\ +[-+]\ +([^ ]+) ]]; then
 			if [ -z "${BASH_REMATCH[1]}" ]; then pass; else fail "$1: ${BASH_REMATCH[2]}"; fi
@@ -101,12 +118,27 @@ count_pg_regress() {
 		esac
 	done <"$2"
 	[ "$3" != 0 ] && [ "$failed" = "$before" ] && fail "$1: pg_regress exited with $3"
+	verdicts=$((passed + failed - verdicts))
+	[ "$verdicts" -lt "$(wc -w <<<"$4")" ] && fail "$1: $verdicts verdicts for the $(wc -w <<<"$4") tests it lists"
 	return 0
 }
 
 echo "== unit tests"
-if make -s -C test/unit >"$work/unit.log" 2>&1; then pass; else fail "unit"; fi
-grep -E "passed|failed" "$work/unit.log"
+# Each unit test program's own checks count: "NAME: N passed, M failed".
+make -s -C test/unit >"$work/unit.log" 2>&1
+unit_status=$?
+unit_before=$((passed + failed)) unit_failed=$failed
+while IFS= read -r line; do
+	if [[ "$line" =~ ^([a-z_]+):\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+		echo "$line"
+		passed=$((passed + BASH_REMATCH[2]))
+		for _ in $(seq "${BASH_REMATCH[3]}"); do fail "unit: ${BASH_REMATCH[1]}"; done
+	fi
+done <"$work/unit.log"
+if { [ "$unit_status" != 0 ] && [ "$failed" = "$unit_failed" ]; } || [ $((passed + failed)) = "$unit_before" ]; then
+	fail "unit: make -C test/unit exited with $unit_status"
+	tail -n 20 "$work/unit.log"
+fi
 
 # pg_regress and pg_isolation_regress run as the cluster's OS user, which
 # may not read this checkout (a clone in root's home is mode 700): they get
@@ -114,14 +146,14 @@ grep -E "passed|failed" "$work/unit.log"
 echo "== pg_regress"
 source test/lib/regress.sh
 run_pg_regress "$repo" "$work" pqrun_regress | tee "$work/regress.log"
-count_pg_regress regress "$work/regress.log" "${PIPESTATUS[0]}"
+count_pg_regress regress "$work/regress.log" "${PIPESTATUS[0]}" "$(sed -n 's/^REGRESS *= *//p' Makefile)"
 # The differences go to the output as well: CI shows nothing else.
 [ -f "$work/regress/regression.diffs" ] && cp "$work/regress/regression.diffs" "$repo/regression.diffs" &&
 	head -n 100 "$work/regress/regression.diffs"
 
 echo "== isolation"
 run_isolation "$repo" "$work" pqrun_isolation | tee "$work/isolation.log"
-count_pg_regress isolation "$work/isolation.log" "${PIPESTATUS[0]}"
+count_pg_regress isolation "$work/isolation.log" "${PIPESTATUS[0]}" "$(sed -n 's/^ISOLATION *= *//p' Makefile)"
 [ -f "$work/isolation/regression.diffs" ] && cp "$work/isolation/regression.diffs" "$repo/isolation.diffs" &&
 	head -n 100 "$work/isolation/regression.diffs"
 
@@ -139,15 +171,16 @@ for f in test/pgtap/*.sql; do
 done
 
 echo "== shell tests"
-# shell_verdict TEST STATUS LOG: count a shell test's exit status. A test
-# that cannot run here (exit status 77, as in automake) says why on its
+# shell_verdict TEST STATUS LOG SECONDS: count a shell test's exit status. A
+# test that cannot run here (exit status 77, as in automake) says why on its
 # last line; it counts neither way.
 shell_verdict() {
 	if [ "$2" = 0 ]; then
 		pass
-		echo "shell $1 ... ok"
+		echo "shell $1 ... ok ($4 s)"
 	elif [ "$2" = 77 ]; then
 		echo "shell $1 ... skipped: $(tail -n 1 "$3")"
+		skip "$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/'):$(basename "$1") $(tail -n 1 "$3")"
 	else
 		fail "shell: $1"
 		echo "shell $1 ... FAILED"
@@ -160,19 +193,26 @@ shell_verdict() {
 beside=()
 for t in test/shell/*.sh; do
 	grep -qx '# test/run.sh: beside the others' "$t" || continue
-	PQRUN_WORK=$work bash "$t" >"$work/$(basename "$t").log" 2>&1 &
+	(
+		start=$SECONDS
+		PQRUN_WORK=$work bash "$t" >"$work/$(basename "$t").log" 2>&1
+		status=$?
+		echo $((SECONDS - start)) >"$work/$(basename "$t").seconds"
+		exit $status
+	) &
 	beside+=("$t:$!")
 done
 for t in test/shell/*.sh; do
 	[ -e "$t" ] || continue
 	grep -qx '# test/run.sh: beside the others' "$t" && continue
+	start=$SECONDS
 	PQRUN_WORK=$work bash "$t" >"$work/shell.log" 2>&1
-	shell_verdict "$t" $? "$work/shell.log"
+	shell_verdict "$t" $? "$work/shell.log" $((SECONDS - start))
 done
 for entry in "${beside[@]}"; do
 	t=${entry%:*}
 	wait "${entry##*:}"
-	shell_verdict "$t" $? "$work/$(basename "$t").log"
+	shell_verdict "$t" $? "$work/$(basename "$t").log" "$(cat "$work/$(basename "$t").seconds")"
 done
 
 if [ "$failed" != 0 ]; then

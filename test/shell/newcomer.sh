@@ -24,8 +24,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${PGPORT:?}" "${PGUSER:=postgres}"
 export PGHOST PGPORT PGUSER
 if [ "$(id -u)" != 0 ]; then
-	echo "skipped: needs root, to make a checkout the postgres user cannot read"
-	exit 0
+	echo "needs root, to make a checkout the postgres user cannot read"
+	exit 77
 fi
 
 home=$(mktemp -d /root/pqrun-newcomer.XXXXXX) # mode 700, owned by root
