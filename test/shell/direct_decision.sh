@@ -113,7 +113,7 @@ q -c "SELECT pqrun.run_maintenance()" >/dev/null # job_done holds jobs: its part
 assert "mark_done into a partition: no SQL write" [ -z "$(writes "${part_calls[@]}")" ]
 leaf=$(q -c "SELECT tableoid::regclass FROM pqrun.job_done WHERE job_type = 'part'")
 check "... into the partition for now, made by the round" t \
-	"SELECT '$leaf' ~ '^pqrun\.job_done_[0-9]{8}_[0-9]{6}$' AND '$leaf'::regclass IN (SELECT relid FROM pg_partition_tree('pqrun.job_done'))"
+	"SELECT '$leaf' ~ '^pqrun\.job_done_[0-9]{8}_[0-9]{6}(_[0-9]{6})?$' AND '$leaf'::regclass IN (SELECT relid FROM pg_partition_tree('pqrun.job_done'))"
 q -c "CREATE FUNCTION public.dd_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'" \
 	-c "CREATE TRIGGER dd_noop BEFORE INSERT ON $leaf FOR EACH ROW EXECUTE FUNCTION public.dd_noop()" >/dev/null
 got=$(writes "${part_calls[@]}")
@@ -136,8 +136,11 @@ got=$(writes "${part_calls[@]}")
 assert "into job_done_default through SQL (the executor checks its constraint again) [$got]" \
 	[ "$got" = "Delete on job_live Insert on job_done" ]
 q -c "DROP TABLE $leaf" -c "SELECT pqrun.run_maintenance()" >/dev/null
-check "the next round makes the partition again and moves the jobs there" "0 $leaf" \
-	"SELECT (SELECT count(*) FROM pqrun.job_done_default) || ' ' || string_agg(DISTINCT tableoid::regclass::text, ',')
+# (0.17.0: the jobs stay where they are, and the partition starts past them.)
+check "the next round makes a partition for now again, starting past the jobs" t \
+	"SELECT bool_and(tableoid = 'pqrun.job_done_default'::regclass)
+	        AND max(finished_at) + interval '1 microsecond' =
+	            (SELECT lo FROM pqrun._history_partitions() WHERE lo <= now() AND hi > now())
 	   FROM pqrun.job_done WHERE job_type = 'part'"
 
 echo "-- added columns of different types in job_live and job_done: no crash, job_done's own default"

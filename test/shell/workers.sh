@@ -166,6 +166,57 @@ source "$repo/test/lib/amcheck.sh"
 amcheck_ok "after the immediate shutdown and the crash" -h "$dir" -p "$port" -U postgres -d app1 ||
 	fail "amcheck found problems after the crash"
 
+echo "-- killed while history partitions are made or dropped: all or nothing, then done; amcheck clean"
+# As an outside crash review did (kill -9 of the maintenance worker while it
+# made or dropped the partitions of pqrun.job_done): a session making 200
+# partitions of a minute, three days ago, is killed midway; then the worker,
+# dropping them under a retention of a day. Each time the server restarts,
+# the round's transaction is all there or not at all, the next round does
+# it, nothing else changes, and amcheck finds nothing.
+q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1.5
+then="date_trunc('minute', now()) - interval '3 days'"
+old_parts="SELECT count(*) FROM pqrun._history_partitions() WHERE hi <= now() - interval '2 days'"
+survivors="SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'"
+crashes() { grep -c "terminated by signal 9" "$dir/server.log"; }
+before=$(crashes)
+PGAPPNAME=maker psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
+	-c "SELECT count(*) FROM pqrun._history_round($then, '1 min', 199, NULL, NULL)" >/dev/null 2>&1 &
+maker=$!
+wait_for app1 "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+               WHERE a.application_name = 'maker' AND l.relation = 'pqrun.job_done'::regclass AND l.granted" t 10
+kill -9 "$(q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'maker'")"
+wait "$maker" 2>/dev/null || true # its connection was lost
+wait_for app1 "SELECT 1" 1 20
+[ "$(crashes)" -gt "$before" ] || fail "the session making partitions was not killed"
+[ "$(q -d app1 -c "$old_parts")" = 0 ] || fail "a killed round left partitions: $(q -d app1 -c "$old_parts")"
+q -d app1 -c "SELECT count(*) FROM pqrun._history_round($then, '1 min', 199, NULL, NULL)" >/dev/null
+[ "$(q -d app1 -c "$old_parts")" = 200 ] || fail "the round after the crash made $(q -d app1 -c "$old_parts") partitions"
+q -d app1 -c "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, run_after, finished_at,
+                                           created_at, updated_at, queue, job_type, payload)
+              SELECT -g, 'DONE', 0, 1, 1, $then, $then + g * interval '1 minute' - interval '1 second',
+                     $then, $then, 'default', 'old', '{}' FROM generate_series(1, 200) AS g" >/dev/null
+amcheck_ok "after a crash while partitions were made" -h "$dir" -p "$port" -U postgres -d app1 ||
+	fail "amcheck found problems after a crash while partitions were made"
+before=$(crashes)
+q -d postgres -c "ALTER SYSTEM SET pqrun.retention = '1d'" -c "ALTER SYSTEM RESET pqrun.enabled" \
+	-c "SELECT pg_reload_conf()" >/dev/null
+# The worker holds job_done in ACCESS EXCLUSIVE mode from its first DETACH
+# to its commit.
+wait_for app1 "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+               WHERE a.backend_type = 'pqrun maintenance' AND l.relation = 'pqrun.job_done'::regclass
+                 AND l.mode = 'AccessExclusiveLock' AND l.granted" t 20
+kill -9 "$(q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = 'app1'")"
+wait_for postgres "$(workers_in app1)" 1 20
+[ "$(crashes)" -gt "$before" ] || fail "the maintenance worker was not killed"
+wait_for app1 "$old_parts" 0 30
+[ "$(q -d app1 -c "SELECT count(*) FROM pqrun.job_done WHERE job_type = 'old'")" = 0 ] ||
+	fail "jobs of dropped partitions are left"
+[ "$(q -d app1 -c "$survivors")" = 500 ] || fail "jobs were lost: $(q -d app1 -c "$survivors") survivors"
+q -d postgres -c "ALTER SYSTEM RESET pqrun.retention" -c "SELECT pg_reload_conf()" >/dev/null
+amcheck_ok "after the maintenance worker was killed while it dropped partitions" -h "$dir" -p "$port" -U postgres -d app1 ||
+	fail "amcheck found problems after the maintenance worker was killed"
+
 echo "-- settings meant for application sessions (ALTER DATABASE ... SET) do not stop the worker"
 q -d postgres -c "CREATE DATABASE guarded" \
 	-c "ALTER DATABASE guarded SET default_transaction_read_only = on" \
