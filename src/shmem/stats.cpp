@@ -43,6 +43,8 @@ namespace {
 
 constexpr int kNameLen = 64;
 constexpr int kMaxEntries = 4096;
+/* The most one database holds (see Room). */
+constexpr int kMaxPerDatabase = kMaxEntries / 4;
 constexpr int kMaxReadyDatabases = 64;
 constexpr int kBuckets = 30;
 constexpr int64 kBucketSeconds = 10;
@@ -242,24 +244,67 @@ MakeKey(Oid dboid, const char *queue, const char *job_type)
 	return key;
 }
 
-/* EntryFor answers the entry of `key`, creating it; NULL when the table is
- * full. Caller holds the lock exclusively. */
+int64
+NowEpoch()
+{
+	return (GetCurrentTimestamp() / USECS_PER_SEC) / kBucketSeconds;
+}
+
+/* Idle answers whether `entry` counts nothing: no finished job stored and
+ * no activity in the last five minutes. Forgetting it loses nothing. */
+bool
+Idle(const Entry &entry, int64 epoch)
+{
+	for (int64 n : entry.stored)
+		if (n != 0)
+			return false;
+	for (const Bucket &b : entry.buckets)
+		if (b.epoch > epoch - kBuckets)
+			return false;
+	return true;
+}
+
+/* Room answers whether database `dboid` may have one more entry: the table
+ * has a free one, or one that is idle (forgotten for it), and the database
+ * holds fewer than its share, so that the pairs one database's producers
+ * make cannot leave the others none. A look at every entry: only a pair
+ * seen for the first time asks. Caller holds the lock exclusively. */
+bool
+Room(Oid dboid)
+{
+	int64 epoch = NowEpoch();
+	long n = hash_get_num_entries(entries);
+	int mine = 0;
+	Entry *idle = nullptr;
+	HASH_SEQ_STATUS scan;
+	hash_seq_init(&scan, entries);
+	for (Entry *e; (e = static_cast<Entry *>(hash_seq_search(&scan))) != nullptr;) {
+		mine += e->key.dboid == dboid;
+		if (idle == nullptr && Idle(*e, epoch))
+			idle = e;
+	}
+	if (mine >= kMaxPerDatabase)
+		return false;
+	if (n >= kMaxEntries && idle != nullptr)
+		hash_search(entries, &idle->key, HASH_REMOVE, nullptr);
+	return n < kMaxEntries || idle != nullptr;
+}
+
+/* EntryFor answers the entry of `key`, creating it; NULL when there is no
+ * Room for it. Caller holds the lock exclusively. */
 Entry *
 EntryFor(const Key &key)
 {
 	bool found;
-	auto *entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER_NULL, &found));
+	auto *entry = static_cast<Entry *>(hash_search(entries, &key, HASH_FIND, &found));
+	if (entry != nullptr || !Room(key.dboid))
+		return entry;
+	entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER_NULL, &found));
 	if (entry && !found) {
 		memset(entry->stored, 0, sizeof(entry->stored));
 		memset(entry->buckets, 0, sizeof(entry->buckets));
 	}
 	return entry;
-}
-
-int64
-NowEpoch()
-{
-	return (GetCurrentTimestamp() / USECS_PER_SEC) / kBucketSeconds;
 }
 
 void

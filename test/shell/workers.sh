@@ -241,6 +241,12 @@ q -d kinds -c "CREATE EXTENSION pqrun" \
 	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w5', job_types => (SELECT array_agg('kind' || i) FROM generate_series(1, 4200) i), batch_size => 4200)" >/dev/null
 got=$(q -d kinds -c "SELECT sum(done) || ' done, ' || count(*) FILTER (WHERE done = 1) || ' pairs' FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
 [ "$got" = "4200 done, 4200 pairs" ] || fail "queue_stats beyond its counters: $got"
+# What one database's producers make costs the others nothing: it holds at
+# most its share of the counters. On 0.16.0 the 4,200 pairs of kinds took
+# all 4,096, and app1's new pair had NULL rates until a restart.
+q -d app1 -c "SELECT pqrun.enqueue('after_kinds')" >/dev/null
+got=$(q -d app1 -c "SELECT enqueued_last_5min FROM pqrun.queue_stats WHERE job_type = 'after_kinds'")
+[ "$got" = 1 ] || fail "a new pair of another database has no counters beside kinds' 4,200: [$got]"
 
 # Two queues whose names share their first 63 bytes once became one
 # truncated row in queue_stats, beside a separate live row.
@@ -253,8 +259,27 @@ got=$(q -d kinds -c "SELECT string_agg(right(queue, 2) || ':' || ready || ':' ||
 [ "$got" = "_a:0:1,_b:1:1" ] || fail "queue_stats of two long queue names: [$got]"
 
 echo "-- the counters of a dropped database are given back"
-q -d postgres -c "DROP DATABASE kinds" -c "CREATE DATABASE kinds2" >/dev/null
-q -d kinds2 -c "CREATE EXTENSION pqrun"
+# Three more databases take their share each, beside kinds': the table is
+# full, and a new database's pair gets no counter.
+for d in kinds_b kinds_c kinds_d; do
+	q -d postgres -c "CREATE DATABASE $d" >/dev/null
+	# Each its own transaction: the read after them counts the pairs into
+	# the table (a transaction notes 64 pairs at most).
+	q -d "$d" -c "CREATE EXTENSION pqrun" \
+		-c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'kind' || i))
+		      FROM generate_series(1, 1100) i))" \
+		-c "SELECT pqrun.mark_done_batch(array_agg(id)) FROM pqrun.pickup('w5', job_types =>
+		      (SELECT array_agg('kind' || i) FROM generate_series(1, 1100) i), batch_size => 1100)" \
+		-c "SELECT count(*) FROM pqrun.queue_stats" >/dev/null
+done
+q -d postgres -c "CREATE DATABASE kinds2" >/dev/null
+q -d kinds2 -c "CREATE EXTENSION pqrun" >/dev/null
+# (A pair that counts nothing, no finished job and no activity for five
+# minutes, gives its place to a new one: a few may.)
+for i in $(seq 20); do echo "SELECT pqrun.enqueue('before$i');"; done | q -d kinds2 >/dev/null
+got=$(q -d kinds2 -c "SELECT count(enqueued_last_5min) FROM pqrun.queue_stats WHERE job_type LIKE 'before%'")
+[ "$got" -le 5 ] || fail "the counters had room for $got of 20 new pairs before the drop"
+q -d postgres -c "DROP DATABASE kinds" >/dev/null
 # The launcher gives them back after its next scan of pg_database (every
 # 10 s); until then a new pair gets no counter and shows no activity.
 freed=
@@ -264,10 +289,11 @@ for i in $(seq 40); do
 	sleep 0.5
 done
 [ -n "$freed" ] || fail "the counters of a dropped database were not given back within 20 s"
-# one transaction per job (a transaction counts at most 64 pairs)
-for i in $(seq 3000); do echo "SELECT pqrun.enqueue('kind$i');"; done | q -d kinds2 >/dev/null
+# one transaction per job (a transaction counts at most 64 pairs), up to
+# the database's share
+for i in $(seq 900); do echo "SELECT pqrun.enqueue('kind$i');"; done | q -d kinds2 >/dev/null
 got=$(q -d kinds2 -c "SELECT count(enqueued_last_5min) FROM pqrun.queue_stats WHERE job_type LIKE 'kind%'")
-[ "$got" = 3000 ] || fail "pairs with counters after the drop: $got of 3000"
+[ "$got" = 900 ] || fail "pairs with counters after the drop: $got of 900"
 
 # 0.15.0 never gave them back: a database that filled the 256 counters of
 # the cluster and was dropped left every other database's new limits
