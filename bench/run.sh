@@ -545,15 +545,24 @@ measure() {
 	if [ "$rc" != 0 ] || grep -qiE "error|aborted" "$logs/$tag.out"; then
 		notes+=("PGBENCH FAILED rc=$rc: $(grep -iE "error|aborted" "$logs/$tag.out" | head -n 1 | tr -d ',"')")
 	fi
-	# A finish-and-claim client ends holding what its last call claimed:
-	# finished here (after the counts), unless orphan rescue took it back
-	# first, which the check allows for that many jobs (one by one: rescue
-	# may take one back between the read and its mark_done, 55000).
-	local held=0
+	# A finish-and-claim client ends holding what its last call claimed (one
+	# job, or a batch of 100), as worker 'w<client id>': finished here (after
+	# the counts), unless orphan rescue took it back first, which the check
+	# allows for that many jobs (one by one: rescue may take one back between
+	# the read and its mark_done, 55000). A RUNNING job no client holds so,
+	# or more than a client's last call claimed, is a violation.
+	local held=0 batch=1 stray
 	case $workload in
 	W1c | W2c) held=$n ;;
-	W1bc) held=$((100 * n)) ;;
+	W1bc) held=$((100 * n)) batch=100 ;;
 	esac
+	if [ "$held" != 0 ]; then
+		stray=$(q "$db" "SELECT coalesce(sum(n), 0) FROM (SELECT locked_by, count(*) AS n FROM pqrun.jobs
+			WHERE status = 'RUNNING' GROUP BY locked_by
+			HAVING CASE WHEN locked_by ~ '^w[0-9]+$' THEN substr(locked_by, 2)::int >= $n ELSE true END
+			    OR count(*) > $batch) AS s")
+		[ "$stray" = 0 ] || notes+=("EXACTLY-ONCE VIOLATED: $stray RUNNING jobs no client's last call holds")
+	fi
 	# W3K: the hog must still be at its limit, untouched by the workers; then
 	# its holder gives its two jobs back, so the check below covers the hog
 	# too (a million READY jobs, none with an attempt) without exceptions.
