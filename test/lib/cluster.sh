@@ -33,7 +33,9 @@ cluster_init() {
 		echo "listen_addresses = '127.0.0.1'"
 		echo "shared_preload_libraries = 'pqrun'"
 		echo "logging_collector = off"
-		echo "log_line_prefix = '%m [%p] %q%a '"
+		# %b: a background worker's lines name it (%q ends the prefix of
+		# processes without a session there).
+		echo "log_line_prefix = '%m [%p] %b %q%a '"
 		if [ -n "$extra" ]; then cat "$extra"; fi
 	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
 }

@@ -130,7 +130,9 @@ if [ -n "$log" ] && [ -f "$log" ]; then
 		printf '%s\n' "$fatal" | sed -E 's/^[^]]*\] //' | sort | uniq -c | sort -rn | head -n 10
 		rc=1
 	fi
-	bgw=$(log_since | grep -E "pqrun (maintenance|launcher).*(ERROR|FATAL)|(ERROR|FATAL).*pqrun (maintenance|launcher)" || true)
+	# (The prefix names a background worker's lines, test/lib/cluster.sh;
+	# direct_decision.sh shows the pattern matches a failing round's line.)
+	bgw=$(log_since | grep -E "\] pqrun (maintenance|launcher) +(ERROR|FATAL):" || true)
 	if [ -n "$bgw" ]; then
 		echo "FAIL a pqrun background worker reported errors:"
 		printf '%s\n' "$bgw" | head -n 10
