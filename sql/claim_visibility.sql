@@ -290,11 +290,16 @@ SELECT c.relname, bt_index_check(c.oid, true) AS checked
   FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
  WHERE i.indrelid IN ('pqrun.job_live'::regclass, 'pqrun.job_done_default'::regclass) AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'btree')
  ORDER BY c.relname;
--- job_done's partitions by time, as many as the workers have made by now.
-SELECT count(*) >= 0 AS partitions_checked FROM (SELECT bt_index_check(c.oid, true)
-  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
- WHERE i.indrelid IN (SELECT relid FROM pg_partition_tree('pqrun.job_done') WHERE isleaf AND relid <> 'pqrun.job_done_default'::regclass)
-   AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'btree')) AS checked;
+-- job_done's partitions by time, each with its two indexes (by id, and by
+-- finish time of FAILED jobs), every one checked: those of now and of the
+-- two intervals after it, which the round at the top made, and the one for
+-- the time before them that a worker's round may have made since the row
+-- that held that time is gone (or not yet).
+SELECT count(*) FILTER (WHERE hi > now()) AS indexes_checked, count(DISTINCT part) FILTER (WHERE hi > now()) AS partitions,
+       count(*) FILTER (WHERE hi <= now()) IN (0, 2) AS earlier_checked_if_any
+  FROM (SELECT p.part, p.hi, bt_index_check(c.oid, true)
+          FROM pqrun._history_partitions() p JOIN pg_index i ON i.indrelid = p.part JOIN pg_class c ON c.oid = i.indexrelid
+         WHERE c.relam = (SELECT oid FROM pg_am WHERE amname = 'btree')) AS checked;
 SELECT count(*) AS heap_problems FROM verify_heapam('pqrun.job_live');
 DROP EXTENSION amcheck;
 -- The enqueue of a job with the same dedupe key finds the claimed one.

@@ -83,11 +83,12 @@ SELECT pqrun.mark_done(:fenced);
 SELECT pqrun.mark_done(:fenced);
 SELECT status, attempts FROM pqrun.jobs WHERE id = :fenced;
 
--- 5. A read-only transaction gets 25006 and changes nothing.
+-- 5. A read-only transaction gets 25006 and changes nothing. (The code
+-- itself, not PostgreSQL's text, which names the statement "SELECT".)
 SELECT pqrun.enqueue('ro') AS ro \gset
 SELECT claim('ro', 'w6', 1, 'ro');
 BEGIN READ ONLY;
-\set VERBOSITY terse
+\set VERBOSITY sqlstate
 SELECT pqrun.mark_done(:ro);
 \set VERBOSITY default
 ROLLBACK;

@@ -63,8 +63,17 @@ sqlstate() {
 		{ echo ok; return; }
 	grep -oE '(ERROR|FATAL|PANIC): +[0-9A-Z]{5}' <<<"$out" | head -n 1 | grep -oE '[0-9A-Z]{5}$' || echo "[$out]"
 }
-crashes() { grep -cE "terminated by signal|server process .* was terminated" "${PQRUN_WORK:-/nonexistent}/server.log" 2>/dev/null || echo 0; }
+# The server log: test/run.sh's in PQRUN_WORK, else cluster_start's beside
+# the socket in PGHOST. Without one the crash check would compare nothing
+# with nothing, so the test stops here instead.
+log=${PQRUN_WORK:+$PQRUN_WORK/server.log}
+[ -n "$log" ] && [ -r "$log" ] || log=$PGHOST/server.log
+[ -r "$log" ] || { echo "FAIL no server log to check for crashes (set PQRUN_WORK to the cluster's directory)"; exit 1; }
+# crashes: how many processes the server log shows terminated by a signal;
+# nothing (and false) when the log cannot be read.
+crashes() { grep -cE "terminated by signal|server process .* was terminated" "$log" || [ $? = 1 ]; }
 crashes_before=$(crashes)
+[[ "$crashes_before" =~ ^[0-9]+$ ]] || { echo "FAIL cannot count the crashes in $log: [$crashes_before]"; exit 1; }
 
 # writes API_CALLS: which of pqrun's writes ran as SQL statements (the SQL
 # paths) while the calls ran, as auto_explain sees them in a session of
@@ -207,14 +216,20 @@ assert "PREPARE TRANSACTION after mark_done" [ "$(sqlstate "BEGIN" \
 	"PREPARE TRANSACTION 'dd_enqueue'" "SELECT 1 FROM pqrun.queue_stats" "COMMIT PREPARED 'dd_enqueue'")" = ok ]
 check "queue_stats.done counts the prepared transaction's jobs" "$((before + 2)):2" \
 	"SELECT sum(done) || ':' || (SELECT count(*) FROM pqrun.job_done WHERE job_type = 'xa') FROM pqrun.queue_stats"
-PGAPPNAME=dd_waiter psql -X -qtA -d "$db" -c "SELECT id FROM pqrun.pickup('w', ARRAY['xw'], wait => '10 s')" >"$tmp/waiter.out" 2>&1 &
+# The waiter must be asleep in the long poll before the enqueue: a pickup
+# that failed or returned at once would otherwise pass as woken.
+PGAPPNAME=dd_waiter psql -X -qtA -v ON_ERROR_STOP=1 -d "$db" -c "SELECT id FROM pqrun.pickup('w', ARRAY['xw'], wait => '10 s')" >"$tmp/waiter.out" 2>&1 &
 waiter=$!
-wait_for 5 1 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dd_waiter' AND wait_event_type = 'Extension'" || true
+assert "a pickup waits for a job of type xw" wait_for 5 1 \
+	"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dd_waiter' AND wait_event_type = 'Extension'"
 t0=$(now_ms)
-q -c "BEGIN" -c "SELECT pqrun.enqueue('xw')" -c "PREPARE TRANSACTION 'dd_enqueue'" -c "COMMIT PREPARED 'dd_enqueue'" >/dev/null
+xw=$(q -c "BEGIN" -c "SELECT pqrun.enqueue('xw')" -c "PREPARE TRANSACTION 'dd_enqueue'" -c "COMMIT PREPARED 'dd_enqueue'")
 wait "$waiter"
+status=$?
 ms=$(($(now_ms) - t0))
-assert "COMMIT PREPARED wakes a waiting pickup (${ms} ms)" [ "$ms" -lt 2000 ] && grep -qE '^[0-9]+$' "$tmp/waiter.out"
+got=$(cat "$tmp/waiter.out")
+assert "COMMIT PREPARED wakes a waiting pickup (${ms} ms)" [ "$ms" -lt 2000 ]
+assert "... which returns the job enqueued, $xw [$got, exit status $status]" [ -n "$xw" -a "$status:$got" = "0:$xw" ]
 
 echo "-- row security on pqrun's tables is ignored, alike on every path"
 q -c "ALTER TABLE pqrun.job_live ENABLE ROW LEVEL SECURITY" -c "ALTER TABLE pqrun.job_live FORCE ROW LEVEL SECURITY" \
@@ -233,6 +248,9 @@ sleep 3
 check "the job stays RUNNING while the rounds fail" RUNNING "SELECT status FROM pqrun.jobs WHERE job_type = 'died2'"
 q -c "DROP TRIGGER refuse ON pqrun.job_done" -c "DROP FUNCTION public.refuse()" >/dev/null
 assert "the next round fails it" wait_for 70 FAILED "SELECT status FROM pqrun.jobs WHERE job_type = 'died2'"
+# stress.sh's look for a background worker's errors finds these.
+assert "the failed rounds' errors name the maintenance worker in the server log" \
+	grep -qE "\] pqrun (maintenance|launcher) +(ERROR|FATAL):.*dd refuses" "$log"
 assert "no backend crashed" [ "$(crashes)" = "$crashes_before" ]
 echo "direct_decision: $violations violations"
 [ "$violations" = 0 ]

@@ -32,8 +32,10 @@
 #     5,000 entries read by a query that walks 5,000 of h's jobs). No other
 #     session holds a snapshot meanwhile: one would keep the entries of o's
 #     finished jobs alive in the index, and each claim would read them all.
-#     Nor do three rounds of the maintenance worker or an await_jobs read
-#     job_live by a sequential scan (seq_tup_read stays).
+#     Nor do three rounds of the maintenance worker (which promote a
+#     delayed job that falls due and reap a job that goes stale meanwhile)
+#     or an await_jobs read job_live by a sequential scan (seq_tup_read
+#     stays).
 #  5. (run before 4) Rate limits per key: queue kr gives each key 5 claims
 #     per second (burst 1), key vip 10 of its own; keys a, b and vip hold
 #     400 jobs each, key w 400 of rate weight 2. 4 clients with waiting
@@ -299,11 +301,24 @@ for c in (ctl, holder, m):
 # reports its reads at its end (one failure on PostgreSQL 17 read 1.5 times
 # job_live): the count starts after the next round.
 time.sleep(1.5)
+# The rounds get work, so that they show they ran: a delayed job falls due
+# 1 s into the count and a claimed job with a 1 s timeout goes stale, and
+# the rounds promote the one and reap the other (a round that read nothing
+# would pass as well).
+due = q("SELECT pqrun.enqueue('x', queue => 'rounds', run_after => now() + interval '1 s')")[0][0]
+stale = q("SELECT pqrun.enqueue('x', queue => 'rounds', timeout_seconds => 1)")[0][0]
+picked = q("SELECT id FROM pqrun.pickup('w', queues => '{rounds}')")
+check("the job to go stale claimed", picked == [(stale,)], f"{picked}")
+ctl.execute("SELECT pg_stat_force_next_flush()")
 seq_read = lambda: q("SELECT seq_tup_read FROM pg_stat_user_tables WHERE relid = 'pqrun.job_live'::regclass")[0][0]
 before = seq_read()
 time.sleep(3.5)
 read = seq_read() - before
 check(f"three maintenance rounds read {read} rows of job_live by a sequential scan", read == 0)
+rounds = q("SELECT (SELECT status || ':' || delayed FROM pqrun.job_live WHERE id = %s),"
+           "       (SELECT status || ':' || outcome FROM pqrun.job_live, pqrun.attempt_log"
+           "         WHERE id = %s AND job_id = id)", (due, stale))[0]
+check("... which promoted the delayed job and reaped the stale one", rounds == ("READY:false", "READY:stale"), f"{rounds}")
 # Nor does await_jobs, which asks whether a job without a key is ready: its
 # condition (not delayed, or delayed and due) matched neither index, so
 # each look read all of job_live (25 ms here for 200,000 keyed jobs).

@@ -17,8 +17,10 @@
 #    once, attempts 1 (the worker runs with --hold lease, as behind a
 #    transaction pooler it must: a SET on a server connection stays there for
 #    the next client);
-#  - a waiting pickup is woken by another client's commit; so is CALL
-#    await_jobs, which holds no snapshot while it waits; both hold a server
+#  - a waiting pickup is woken by another client's commit (it answers
+#    within longpoll.sh's 400 ms of it, where polling would take about
+#    0.7 s); so is CALL await_jobs, which holds no snapshot while it
+#    waits; both hold a server
 #    connection meanwhile, so an enqueue through a pool whose connections all
 #    wait is held back until one wait ends;
 #  - a healthy pooled worker whose pickup and heartbeats land on different
@@ -200,35 +202,61 @@ assert "no lease was lost, no worker error" bash -c "! grep -qE 'lease lost|erro
 q -c "SELECT locked_by, count(*) FROM pqrun.jobs WHERE job_type = 'pooled' GROUP BY 1 ORDER BY 1" |
 	tr '\n' ' ' | sed 's/^/     jobs per worker connection: /; s/$/\n/'
 
+# A woken waiter answers within LATENCY_MS of the commit (longpoll.sh's
+# bound for a wake-up), both ends read from the server's clock: the
+# waiter's as its statement returns, the producer's just before its commit.
+# The producer commits about 0.3 s after the waiter began to sleep, so a
+# waiter that polled every second instead would answer about 0.7 s after the
+# commit and fail. (Here: 0 to 3 ms by the server's clock, and the
+# waiter's client has the answer through pgbouncer about 10 ms after the
+# commit.)
+LATENCY_MS=400
+# server_ms: the server's clock, in epoch milliseconds, as SQL.
+server_ms="(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+# latency COMMITTED RETURNED: RETURNED - COMMITTED, or "none" unless both
+# are times.
+latency() { [[ "$1" =~ ^[0-9]+$ && "$2" =~ ^[0-9]+$ ]] && echo $(($2 - $1)) || echo none; }
+# woken LATENCY: a latency of a wake-up, from 0 to LATENCY_MS.
+woken() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -lt $LATENCY_MS ]; }
+
 echo "== transaction pooling: a waiting pickup is woken by another client's commit"
 t1=$(now_ms)
-pb -c "SELECT id FROM pqrun.pickup('longpoll', '{lp}', wait => '10 s')" >"$tmp/lp.out" 2>&1 &
+pb -c "SELECT id || ' ' || $server_ms FROM pqrun.pickup('longpoll', '{lp}', wait => '10 s')" >"$tmp/lp.out" 2>&1 &
 waiter=$!
 bg_pids+=("$waiter")
 wait_for 5 1 "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND query LIKE '%pqrun.pickup(''longpoll''%'
 	AND state = 'active' AND wait_event_type = 'Extension'" || die "the pickup is not waiting"
-sleep 0.5
-lp=$(pb -c "SELECT pqrun.enqueue('lp')")
+sleep 0.3
+read -r lp committed <<<"$(pb -c "SELECT pqrun.enqueue('lp') || ' ' || $server_ms")"
 wait "$waiter"
 took=$(($(now_ms) - t1))
+read -r got returned <"$tmp/lp.out"
 assert "the waiting pickup returned the job committed through another client ($(cat "$tmp/lp.out") = $lp)" \
-	[ "$(cat "$tmp/lp.out")" = "$lp" ]
-assert "it waited, then returned at once ($took ms, the wait was 10 s)" [ "$took" -ge 500 -a "$took" -lt 4000 ]
+	[ -n "$lp" -a "$got" = "$lp" ]
+ms=$(latency "$committed" "$returned")
+assert "it waited ($took ms, the wait was 10 s)" [ "$took" -ge 300 ]
+assert "... and was woken: it returned $ms ms after the commit (bound $LATENCY_MS ms)" woken "$ms"
 
 echo "== transaction pooling: CALL await_jobs waits without a snapshot and is woken"
+# (A CALL returns no clock: the statement after it, through the same pool,
+# reads the server's as the CALL has returned.)
 t1=$(now_ms)
-pb -c "CALL pqrun.await_jobs('{aw}', wait => '10 s')" >"$tmp/aw.out" 2>&1 &
+pb -c "CALL pqrun.await_jobs('{aw}', wait => '10 s')" -c "SELECT $server_ms" >"$tmp/aw.out" 2>&1 &
 waiter=$!
 bg_pids+=("$waiter")
 wait_for 5 1 "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND query LIKE 'CALL pqrun.await_jobs%'
 	AND state = 'active' AND wait_event_type = 'Extension'" || die "await_jobs is not waiting"
 check "the waiting backend holds no snapshot (backend_xmin NULL)" t \
 	"SELECT bool_and(backend_xmin IS NULL) FROM pg_stat_activity WHERE datname = '$db' AND query LIKE 'CALL pqrun.await_jobs%'"
-pb -c "SELECT pqrun.enqueue('aw')" >/dev/null
+sleep 0.3
+committed=$(pb -c "SELECT $server_ms FROM pqrun.enqueue('aw')")
 wait "$waiter"
 took=$(($(now_ms) - t1))
-assert "await_jobs answered ready = true ($(tr -d '\n' <"$tmp/aw.out"))" [ "$(cat "$tmp/aw.out")" = t ]
-assert "it returned at once after the commit ($took ms, the wait was 10 s)" [ "$took" -lt 4000 ]
+{ read -r ready; read -r returned; } <"$tmp/aw.out"
+assert "await_jobs answered ready = true ($(tr '\n' ' ' <"$tmp/aw.out"))" [ "$ready" = t ]
+ms=$(latency "$committed" "$returned")
+assert "it waited ($took ms, the wait was 10 s)" [ "$took" -ge 300 ]
+assert "... and was woken: it returned $ms ms after the commit (bound $LATENCY_MS ms)" woken "$ms"
 
 echo "== transaction pooling: a healthy worker is not rescued while it heartbeats"
 hold=$(pb -c "SELECT pqrun.enqueue('hold')")

@@ -11,9 +11,11 @@
 # groups, 1,000 BLOCKED on a dependency, 20,000 finished; VACUUM ANALYZE
 # (what autovacuum does by then). Then each step below runs in its own
 # session, its statistics are flushed (pg_stat_force_next_flush) and
-# seq_tup_read of job_live and job_done must not have moved. The
+# seq_tup_read of job_live and job_done must not have moved (and it does
+# move by the rows of a sequential scan forced on job_live). The
 # maintenance worker is idle meanwhile (pqrun.enabled off, for this server
-# while the test runs); three of its rounds are the last step.
+# while the test runs); three of its rounds are the last step, in which they
+# promote a delayed job that falls due and reap a job that goes stale.
 #
 # Not here: a pickup or await_jobs of some queues reads the READY jobs
 # without a key of the other queues ahead of theirs (job_live_pick is in
@@ -86,16 +88,25 @@ def seq_read():
                   " WHERE relid = 'pqrun.job_live'::regclass"
                   "    OR relid IN (SELECT relid FROM pg_partition_tree('pqrun.job_done')) GROUP BY 1"))
 
-def step(name, *statements):
+# reads(statements): the rows of each table read by sequential scans while
+# the statements ran in a session of their own, and the first value the
+# last statement that returns rows returned.
+def reads(*statements):
     s = psycopg.connect("", autocommit=True)
     s.execute("SELECT pg_stat_force_next_flush()")
     before = seq_read()
+    got = None
     for sql in statements:
-        s.execute(sql)
+        cur = s.execute(sql)
+        if cur.description:
+            got = cur.fetchone()[0]
     s.execute("SELECT pg_stat_force_next_flush()")
     after = seq_read()
     s.close()
-    read = {k: after[k] - before[k] for k in after}
+    return {k: after[k] - before[k] for k in after}, got
+
+def step(name, *statements):
+    read, _ = reads(*statements)
     check(f"{name}: no row read by a sequential scan", not any(read.values()),
           ", ".join(f"{k} {v} rows" for k, v in read.items() if v))
 
@@ -113,6 +124,14 @@ for kind, queue in (("done", "plain"), ("error", "plain"), ("release", "plain"),
                      ("heartbeat", "plain"), ("cancel", "plain"), ("keyed", "keyed"), ("fifo", "fifo")):
     held[kind] = q(f"SELECT id, lease_token FROM pqrun.pickup('w', queues => '{{{queue}}}')")[0]
 lease = lambda kind: f"{held[kind][0]}, lease_token => '{held[kind][1]}'"
+
+# The measure itself: a sequential scan forced on job_live (no index, no
+# parallel worker, whose share would reach the statistics late) counts at
+# least the rows it returned, or no step below could fail.
+read, rows = reads("SET enable_indexscan = off", "SET enable_indexonlyscan = off", "SET enable_bitmapscan = off",
+                   "SET max_parallel_workers_per_gather = 0", "SELECT count(*) FROM pqrun.job_live")
+check(f"a forced sequential scan of job_live's {rows} rows counts {read.get('job_live')} rows read",
+      bool(rows) and read.get("job_live", 0) >= rows)
 
 step("enqueue", "SELECT pqrun.enqueue('x', queue => 'plain')")
 step("enqueue with a dedupe key", "SELECT pqrun.enqueue('x', queue => 'plain', dedupe_key => 'd1')",
@@ -141,7 +160,20 @@ step("cancel of a running job", f"SELECT pqrun.cancel({held['cancel'][0]})")
 step("mark_done_and_pickup", "SELECT count(*) FROM (SELECT pqrun.mark_done_and_pickup('s', ARRAY(SELECT id FROM pqrun.pickup('s', queues => '{plain}', batch_size => 2))::bigint[], queues => '{plain}', batch_size => 2)) s")
 step("retry of a finished job", "SELECT pqrun.retry((SELECT min(id) FROM pqrun.job_done))")
 set_enabled(True)
+# The rounds get work, so that the step shows they ran: a delayed job falls
+# due 1 s into it and a claimed job with a 1 s timeout goes stale, and the
+# rounds promote the one and reap the other (a round that read nothing
+# would pass as well).
+due = q("SELECT pqrun.enqueue('x', queue => 'rounds', run_after => now() + interval '1 s')")[0][0]
+stale = q("SELECT pqrun.enqueue('x', queue => 'rounds', timeout_seconds => 1)")[0][0]
+picked = q("SELECT id FROM pqrun.pickup('w', queues => '{rounds}')")
+check("the job to go stale claimed", picked == [(stale,)], f"{picked}")
+c.execute("SELECT pg_stat_force_next_flush()")
 step("three maintenance rounds", "SELECT pg_sleep(3.5)")
+rounds = q("SELECT (SELECT status || ':' || delayed FROM pqrun.job_live WHERE id = %s),"
+           "       (SELECT status || ':' || outcome FROM pqrun.job_live, pqrun.attempt_log"
+           "         WHERE id = %s AND job_id = id)", (due, stale))[0]
+check("... which promoted the delayed job and reaped the stale one", rounds == ("READY:false", "READY:stale"), f"{rounds}")
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)
 PY
