@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(234);
+SELECT plan(247);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -206,6 +206,36 @@ SELECT unnest(ARRAY[
 	('grant_monitor', ARRAY['regrole'], 'void', 'role regrole')
   ) AS fns(f, a, r, d);
 SELECT matches(pqrun.metrics(), '^# HELP pqrun_', 'metrics() answers Prometheus text');
+
+-- ---- the rest: kind, arguments and result as PostgreSQL prints them ----------
+CREATE TEMP TABLE other_fns(f, k, a, r) AS VALUES
+	('mark_done_batch', 'f', 'job_ids bigint[], lease_tokens uuid[] DEFAULT NULL::uuid[], queue text DEFAULT NULL::text',
+	 'integer'),
+	('await_jobs', 'p', 'IN job_types text[] DEFAULT NULL::text[], IN queues text[] DEFAULT NULL::text[], '
+	 'IN wait interval DEFAULT ''00:00:30''::interval, INOUT ready boolean DEFAULT NULL::boolean', NULL),
+	('distribute', 'f', 'shard_count integer DEFAULT 32', 'void'),
+	('queue_node', 'f', 'queue text, OUT host text, OUT port integer', 'record');
+SELECT unnest(ARRAY[
+	is((SELECT prokind::text FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname = f), k,
+	   format('pqrun.%s is a %s', f, CASE k WHEN 'p' THEN 'procedure' ELSE 'function' END)),
+	is((SELECT pg_get_function_arguments(oid) FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname = f),
+	   a, format('pqrun.%s argument names and defaults', f)),
+	is((SELECT pg_get_function_result(oid) FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname = f),
+	   r, format('pqrun.%s returns %s', f, coalesce(r, 'its INOUT argument')))])
+  FROM other_fns;
+-- Every function and procedure of the schema but the internal ones ("_") is
+-- checked above; on 0.16.0 this file left out the four just above.
+SELECT is(ARRAY(SELECT DISTINCT proname::text FROM pg_proc
+                 WHERE pronamespace = 'pqrun'::regnamespace AND proname !~ '^_'
+                EXCEPT SELECT unnest(ARRAY['enqueue', 'enqueue_batch', 'pickup', 'pickup_from', 'mark_done',
+                                           'mark_done_and_pickup', 'mark_error', 'heartbeat', 'release', 'snooze',
+                                           'reap_stale', 'cancel', 'retry', 'purge', 'run_maintenance', 'schedule',
+                                           'unschedule', 'cron_next', 'pause_queue', 'resume_queue',
+                                           'set_concurrency_limit', 'set_rate_limit', 'set_key_limit',
+                                           'set_key_rate_limit', 'metrics', 'grant_producer', 'grant_worker',
+                                           'grant_monitor'])
+                EXCEPT SELECT f FROM other_fns ORDER BY 1), '{}'::text[],
+	'every public function and procedure of the schema is checked here');
 
 SELECT * FROM finish();
 ROLLBACK;
