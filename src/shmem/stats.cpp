@@ -76,10 +76,19 @@ struct Entry {
 	Bucket buckets[kBuckets];
 };
 
+/* How many entries a database holds (Room): a free slot has none. */
+struct Share {
+	Oid dboid;
+	int32 entries;
+};
+constexpr int kMaxShares = 256;
+
 struct Shared {
 	LWLock *lock;
 	int nready;
 	Oid ready[kMaxReadyDatabases]; /* databases whose stored counts are exact */
+	Share shares[kMaxShares];
+	int64 no_idle_epoch; /* a look at a full table found no idle entry in this bucket of time */
 };
 
 Shared *shared = nullptr;
@@ -264,30 +273,62 @@ Idle(const Entry &entry, int64 epoch)
 	return true;
 }
 
-/* Room answers whether database `dboid` may have one more entry: the table
- * has a free one, or one that is idle (forgotten for it), and the database
- * holds fewer than its share, so that the pairs one database's producers
- * make cannot leave the others none. A look at every entry: only a pair
- * seen for the first time asks. Caller holds the lock exclusively. */
+/* ShareOf answers the count of `dboid`'s entries, taking a free slot for
+ * it when `take`; nullptr when it has none. Lock held exclusively. */
+Share *
+ShareOf(Oid dboid, bool take)
+{
+	Share *free_slot = nullptr;
+	for (Share &share : shared->shares) {
+		if (share.entries > 0 && share.dboid == dboid)
+			return &share;
+		if (free_slot == nullptr && share.entries == 0)
+			free_slot = &share;
+	}
+	if (!take || free_slot == nullptr)
+		return nullptr;
+	free_slot->dboid = dboid;
+	return free_slot;
+}
+
+/* Forget removes `entry` and counts it out of its database's share. */
+void
+Forget(Entry *entry)
+{
+	if (Share *share = ShareOf(entry->key.dboid, false))
+		share->entries--;
+	hash_search(entries, &entry->key, HASH_REMOVE, nullptr);
+}
+
+/* Room answers whether database `dboid` may have one more entry: it holds
+ * fewer than its share, so that the pairs one database's producers make
+ * cannot leave the others none (nor more databases than there are shares),
+ * and the table has a free entry, or one that is idle, forgotten for it. A
+ * full table is looked through for an idle entry at most once per bucket
+ * of time (an entry becomes idle only as buckets age), so a pair without
+ * an entry costs its commits no scan. Caller holds the lock exclusively. */
 bool
 Room(Oid dboid)
 {
+	Share *share = ShareOf(dboid, true);
+	if (share == nullptr || share->entries >= kMaxPerDatabase)
+		return false;
+	if (hash_get_num_entries(entries) < kMaxEntries)
+		return true;
 	int64 epoch = NowEpoch();
-	long n = hash_get_num_entries(entries);
-	int mine = 0;
-	Entry *idle = nullptr;
+	if (shared->no_idle_epoch == epoch)
+		return false;
 	HASH_SEQ_STATUS scan;
 	hash_seq_init(&scan, entries);
 	for (Entry *e; (e = static_cast<Entry *>(hash_seq_search(&scan))) != nullptr;) {
-		mine += e->key.dboid == dboid;
-		if (idle == nullptr && Idle(*e, epoch))
-			idle = e;
+		if (Idle(*e, epoch)) {
+			hash_seq_term(&scan);
+			Forget(e);
+			return true;
+		}
 	}
-	if (mine >= kMaxPerDatabase)
-		return false;
-	if (n >= kMaxEntries && idle != nullptr)
-		hash_search(entries, &idle->key, HASH_REMOVE, nullptr);
-	return n < kMaxEntries || idle != nullptr;
+	shared->no_idle_epoch = epoch;
+	return false;
 }
 
 /* EntryFor answers the entry of `key`, creating it; NULL when there is no
@@ -303,6 +344,7 @@ EntryFor(const Key &key)
 	if (entry && !found) {
 		memset(entry->stored, 0, sizeof(entry->stored));
 		memset(entry->buckets, 0, sizeof(entry->buckets));
+		ShareOf(key.dboid, true)->entries++;
 	}
 	return entry;
 }
@@ -554,7 +596,7 @@ ResetDatabase()
 	Entry *entry;
 	while ((entry = static_cast<Entry *>(hash_seq_search(&scan))) != nullptr)
 		if (entry->key.dboid == MyDatabaseId)
-			hash_search(entries, &entry->key, HASH_REMOVE, nullptr);
+			Forget(entry);
 	SetReady(MyDatabaseId, true);
 	LWLockRelease(shared->lock);
 }
@@ -571,7 +613,7 @@ KeepDatabases(const Oid *oids, int n)
 	Entry *entry;
 	while ((entry = static_cast<Entry *>(hash_seq_search(&scan))) != nullptr)
 		if (!kept(entry->key.dboid))
-			hash_search(entries, &entry->key, HASH_REMOVE, nullptr);
+			Forget(entry);
 	/* A database created since `oids` were read may lose its counters here:
 	 * not ready, its next read rebuilds the stored counts from the tables. */
 	for (int i = shared->nready - 1; i >= 0; i--)
