@@ -309,12 +309,12 @@ Pick(const Request &r, const Receiver &to)
 	int before = *to.claimed;
 	if (nqueues == 0)
 		return 0;
-	/* Below the executor when pick_direct.hpp can, else through SQL. */
 	/* Before the scans' snapshot: what becomes READY after it unsettles
 	 * their hints and steps. A transaction snapshot (REPEATABLE READ, the
 	 * SQL statements only) may be older than that: its looks are not kept. */
 	uint64 gen = wake::HintGen();
 	bool keep = !IsolationUsesXactSnapshot();
+	/* Below the executor when pick_direct.hpp can, else through SQL. */
 	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
 	pick_direct::LaneScan scan;
 	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
