@@ -82,6 +82,11 @@ CREATE INDEX job_live_pick_queue ON pqrun.job_live (queue, job_type, (-(priority
 CREATE INDEX job_live_lane ON pqrun.job_live (queue COLLATE pg_catalog."C", concurrency_key COLLATE pg_catalog."C",
                                                (-(priority::bigint)), id)
 	WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NOT NULL;
+/* The queues that hold jobs with a concurrency key, whatever their status
+ * (0.18.0): maintenance forgets a keyed queue (pqrun.queue_control's
+ * `keyed`) once none is left, with one descent here instead of a scan
+ * (src/jobs/keyed_queues.cpp). */
+CREATE INDEX job_live_keyed ON pqrun.job_live (queue) WHERE concurrency_key IS NOT NULL;
 CREATE INDEX job_live_delayed ON pqrun.job_live (run_after) WHERE delayed;
 /* Keyed by id, not locked_at: every statement that touches one running job
  * (mark, heartbeat, reap) then finds it by id whichever of the two indexes
@@ -339,8 +344,9 @@ AS 'MODULE_PATHNAME', 'pqrun_await_jobs' LANGUAGE c;
  * queue (job_type NULL) a pause, a limit on its RUNNING jobs and a rate of
  * claims per second with a burst, per (queue, job_type) a limit and a rate.
  * Per concurrency key: the queue's row holds the limit of each key
- * (max_running_per_key) and whether its jobs ever had keys (keyed: pickups
- * then walk its lanes); a row of (queue, concurrency_key) holds that key's
+ * (max_running_per_key) and whether it holds jobs with keys (keyed: pickups
+ * then walk its lanes; set by the enqueue of its first keyed job, cleared by
+ * maintenance a minute after its last is gone); a row of (queue, concurrency_key) holds that key's
  * own limit and rate. Pickups enforce them from shared memory, reloaded
  * when a change commits; rows are operators' configuration, so pg_dump
  * keeps them. */

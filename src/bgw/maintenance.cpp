@@ -3,13 +3,15 @@
  *
  * It reaps stale jobs, rescues those whose holder exited, fires due
  * schedules, releases dependents a finish left behind, promotes delayed jobs
- * that fell due, resets the pickup hint from the index and applies
+ * that fell due, resets the pickup hint from the index, forgets the keyed
+ * queues that hold no keyed job any more (keyed_queues.hpp) and applies
  * retention, in one transaction, with the job operations (src/jobs/) and
  * the schedules (schedule.cpp); rows are locked in id order as everywhere.
  */
 #include "bgw/maintenance.hpp"
 
 #include "guc.hpp"
+#include "jobs/keyed_queues.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 #include "jobs/schedule.hpp"
@@ -340,6 +342,9 @@ RunLive()
 	 * (a manual UPDATE, say) is found within a round. */
 	if (!shard && Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
 		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
+	/* Queues no longer keyed stop costing pickups a look at their lanes. */
+	if (!shard)
+		(void)keyed_queues::ForgetIdle();
 	return counts;
 }
 

@@ -11,6 +11,7 @@
 #include "jobs/flow_control.hpp"
 
 #include "guc.hpp"
+#include "jobs/keyed_queues.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/shmem.hpp"
@@ -54,6 +55,13 @@ spi::Statement kPreparedHere{"prepared transactions of the database",
                              {OIDOID}};
 
 /* A queue whose jobs have keys: its pickups walk its lanes from now on. */
+/* Whether queue $1 is marked keyed. */
+spi::Statement kMarked{"keyed mark",
+                       "SELECT 1 FROM pqrun.queue_control WHERE queue = $1 AND job_type IS NULL"
+                       "   AND concurrency_key IS NULL AND keyed",
+                       1,
+                       {TEXTOID}};
+
 spi::Statement kNoteKeyed{"note keyed queue",
                           "INSERT INTO pqrun.queue_control AS c (queue, keyed) VALUES ($1, true)"
                           " ON CONFLICT (queue, job_type" PQRUN_JOB_KEY ") DO UPDATE SET keyed = true,"
@@ -967,19 +975,32 @@ NoteKeyed(Datum queue)
 {
 	if (NotedHere(queue, false))
 		return;
-	/* The controls as committed tell whether the queue is keyed already.
-	 * Once this transaction has changed them, the copy would be read again
-	 * for every queue it notes (its own writes may still roll back): the
-	 * write, which changes nothing for a keyed queue, is cheaper. */
-	if (!changed_here) {
-		EnsureCache();
-		for (int i = 0; i < ncontrols; i++)
-			if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len))
-				return;
-	}
+	/* Before reading the mark, which maintenance may be clearing
+	 * (keyed_queues.hpp). */
+	keyed_queues::LockShared(queue);
 	if (!KeysInstalled())
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("concurrency keys need pqrun 0.10.0"),
 		                errhint("Run ALTER EXTENSION pqrun UPDATE.")));
+	/* The controls as committed tell whether the queue is keyed already;
+	 * under a transaction snapshot (REPEATABLE READ), as committed now, not
+	 * as of the snapshot, which a clearing may have committed after. Once
+	 * this transaction has changed them, the copy would be read again for
+	 * every queue it notes (its own writes may still roll back): the write,
+	 * which changes nothing for a keyed queue, is cheaper. */
+	if (!changed_here && IsolationUsesXactSnapshot()) {
+		Datum values[1] = {queue};
+		if (spi::ExecLatest(stmts::kMarked, values, nullptr, true) > 0) {
+			(void)NotedHere(queue, true);
+			return;
+		}
+	} else if (!changed_here) {
+		EnsureCache();
+		for (int i = 0; i < ncontrols; i++)
+			if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len)) {
+				(void)NotedHere(queue, true);
+				return;
+			}
+	}
 	Datum values[1] = {queue};
 	if (spi::Exec(stmts::kNoteKeyed, values, nullptr, SPI_OK_INSERT) > 0)
 		NoteChanged();
@@ -1085,6 +1106,25 @@ Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, cons
 }
 
 bool
+QueueBlocked(Datum queue)
+{
+	if (shared == nullptr)
+		return false;
+	for (int i = 0; i < ncontrols; i++) {
+		Control &c = controls[i];
+		if (c.job_type != nullptr || c.key != nullptr || !SameText(queue, c.queue, c.queue_len))
+			continue;
+		/* A resume wakes every waiter (its commit changes the controls); a
+		 * place may come free by a path that wakes no one. */
+		if (c.paused)
+			return true;
+		if (Full(c))
+			return limited_look = true;
+	}
+	return false;
+}
+
+bool
 KeyBlocked(Datum queue, Datum key)
 {
 	if (shared == nullptr)
@@ -1096,8 +1136,11 @@ KeyBlocked(Datum queue, Datum key)
 		Control &c = controls[i];
 		if (c.job_type != nullptr || !Matches(c, queue, Datum(0), key))
 			continue;
-		/* Not `skipped`: that is about the pick index, which has no keyed job. */
-		if (c.paused || Full(c))
+		/* Not `skipped`: that is about the pick index, which has no keyed
+		 * job. A resume wakes every waiter: no need to look again before. */
+		if (c.paused)
+			return true;
+		if (Full(c))
 			return limited_look = true;
 		if (c.key != nullptr)
 			continue;

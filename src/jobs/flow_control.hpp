@@ -6,9 +6,10 @@
  * pause, a limit, a rate limit and a limit for each of its concurrency
  * keys, per (queue, job_type) and per (queue, concurrency_key) a limit and a
  * rate limit; a queue's row may also hold a rate limit for each of its
- * keys, each key then having a bucket of its own. A queue whose jobs have keys is marked keyed (at the enqueue
- * of its first keyed job): its keyed jobs are not in the pick index but in
- * lanes (pick_lanes.hpp), which pickups of the queue walk. A rate limit is
+ * keys, each key then having a bucket of its own. A queue that holds jobs
+ * with keys is marked keyed (keyed_queues.hpp): its keyed jobs are not in
+ * the pick index but in lanes (pick_lanes.hpp), which pickups of the queue
+ * walk. A rate limit is
  * a token bucket in shared memory (rate per second, at most `burst` tokens,
  * full when first used): a claim needs one token and takes the job's rate
  * weight (1 unless enqueued with another), so a heavy job may leave the
@@ -80,6 +81,13 @@ bool Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id,
  * Reserve decides. */
 bool KeyBlocked(Datum queue, Datum key);
 
+/* QueueBlocked answers, after Prepare, whether no job of `queue` may be
+ * claimed now whatever its key or job type: it is paused, or its own limit
+ * or rate limit is full. A lane pick asks it before walking the queue's
+ * keys, so that a paused or full queue costs nothing however many keys it
+ * has. */
+bool QueueBlocked(Datum queue);
+
 /* LaneQueues sets *names to the keyed queues the last Prepare's look may
  * claim from, answering how many (valid until the next Prepare). Known
  * without shared memory too: keyed jobs are picked from their lanes
@@ -87,8 +95,10 @@ bool KeyBlocked(Datum queue, Datum key);
 int LaneQueues(const char *const **names);
 
 /* NoteKeyed marks `queue` keyed in pqrun.queue_control, unless it is,
- * before a job with a concurrency key is written to it (SPI connected; the
- * caller runs as the extension's owner). 55000 before the update to 0.10.0. */
+ * when a job with a concurrency key is written to it, and keeps maintenance
+ * from clearing the mark until the transaction ends (keyed_queues.hpp; SPI
+ * connected; the caller runs as the extension's owner). 55000 before the
+ * update to 0.10.0. */
 void NoteKeyed(Datum queue);
 
 /* For the SQL picks (after Prepare): the queues no job may be claimed from,

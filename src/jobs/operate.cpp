@@ -1,5 +1,6 @@
 /* src/jobs/operate.cpp — an operator's actions on jobs: cancel, retry of a
  * finished job, purge of history. */
+#include "jobs/flow_control.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 #include "pg/citus.hpp"
@@ -24,7 +25,7 @@ spi::Statement kRetryFinished{
     PQRUN_JOB_CONTROLS ")"
     " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
     "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id",
+    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id" PQRUN_JOB_KEY,
     2,
     {INT8OID, TEXTOID}};
 
@@ -95,13 +96,21 @@ Retry(int64 job_id)
 		blocked = Exec(stmts::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0;
 	}
 	values[1] = CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady));
-	uint64 n = Exec(stmts::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING);
+	if (Exec(stmts::kRetryFinished, values, nullptr, SPI_OK_INSERT_RETURNING) == 0)
+		return false;
+	char *queue = ColText(0, 1), *job_type = ColText(0, 2);
+	bool isnull;
+	wake::PickKey key = wake::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), ColInt64(0, 4));
+	bool keyed = SPI_tuptable->tupdesc->natts >= 5 && ColText(0, 5) != nullptr;
 	stats::Finished was;
-	if (n > 0 && stats::FinishedOf(status, &was))
-		stats::FinishedRemoved(ColText(0, 1), ColText(0, 2), was, 1);
+	if (stats::FinishedOf(status, &was))
+		stats::FinishedRemoved(queue, job_type, was, 1);
+	/* Its queue may have been forgotten as keyed since it finished. */
+	if (keyed)
+		flow_control::NoteKeyed(CStringGetTextDatum(queue));
 	if (!blocked)
-		NoteRows(n, ReadyRows::kReady);
-	return n > 0;
+		wake::NoteReady(queue, job_type, key);
+	return true;
 }
 
 int64

@@ -430,9 +430,12 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 
 /* SleepMs answers how long a waiter may sleep before it must look again:
  * until the deadline, or the next delayed job's due time, or (without
- * shared memory to be woken through) 50 ms. */
+ * shared memory to be woken through) 50 ms. In front of a full limit, it
+ * looks again every LimitedPollMs, or ten times as long as its last look
+ * took (`look_ms`), so that a look that must pass over many blocked keys
+ * costs a waiter a tenth of a core at most. */
 long
-SleepMs(bool registered, TimestampTz deadline)
+SleepMs(bool registered, TimestampTz deadline, long look_ms)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz until = deadline;
@@ -445,7 +448,7 @@ SleepMs(bool registered, TimestampTz deadline)
 		if (due > now && due < until)
 			until = due;
 		if (flow_control::LimitedLook())
-			until = Min(until, TimestampTzPlusMilliseconds(now, flow_control::LimitedPollMs()));
+			until = Min(until, TimestampTzPlusMilliseconds(now, Max(flow_control::LimitedPollMs(), 10 * look_ms)));
 		TimestampTz token = flow_control::NextTokenAt();
 		if (token > now && token < until)
 			until = token;
@@ -541,11 +544,13 @@ LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, Befo
 			if (registered)
 				wake::PrepareCheck();
 			MemoryContext outer = MemoryContextSwitchTo(look_context);
+			TimestampTz look_began = GetCurrentTimestamp();
 			found = look(waited);
 			MemoryContextSwitchTo(outer);
 			if (registered)
 				wake::LookDone();
-			long sleep_ms = found ? 0 : SleepMs(registered, deadline);
+			long look_ms = static_cast<long>((GetCurrentTimestamp() - look_began) / 1000);
+			long sleep_ms = found ? 0 : SleepMs(registered, deadline, look_ms);
 			before_sleep();
 			MemoryContextReset(look_context);
 			if (sleep_ms <= 0)

@@ -320,6 +320,8 @@ Pick(const Request &r, const Receiver &to)
 	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
 	for (int q = 0; q < nqueues && *to.claimed - before < r.want; q++) {
 		Datum queue = CStringGetTextDatum(queues[q]);
+		if (r.gated && flow_control::QueueBlocked(queue))
+			continue;
 		Cursor &cursor = CursorOf(queues[q]);
 		bool known = keep && cursor.nsteps > 0 &&
 		             wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
@@ -412,6 +414,8 @@ Ready(ArrayType *job_types)
 	bool ready = false;
 	for (int q = 0; q < nqueues && !ready; q++) {
 		Datum queue = CStringGetTextDatum(queues[q]);
+		if (flow_control::QueueBlocked(queue))
+			continue;
 		Walk(
 		    queue, nullptr, NextKey,
 		    [&](const char *key) {

@@ -1,0 +1,103 @@
+/* src/jobs/keyed_queues.cpp — marking queues keyed and forgetting them
+ * (keyed_queues.hpp). */
+#include "jobs/keyed_queues.hpp"
+
+#include "jobs/flow_control.hpp"
+#include "pg/citus.hpp"
+#include "pg/spi_plans.hpp"
+#include "pg/spi_rows.hpp"
+
+namespace pqrun::keyed_queues {
+
+namespace stmts {
+
+#define MARK_IS_IDLE                                                                                                   \
+	" c.keyed AND c.job_type IS NULL AND c.concurrency_key IS NULL"                                                    \
+	" AND c.updated_at < pg_catalog.now() - interval '1 minute'"                                                       \
+	" AND NOT EXISTS (SELECT FROM pqrun.job_live j WHERE j.queue = c.queue AND j.concurrency_key IS NOT NULL)"
+
+/* The marks that look idle now (the lock decides: IsIdle below). */
+spi::Statement kIdleMarks{"idle keyed marks",
+                          "SELECT c.queue FROM pqrun.queue_control c WHERE" MARK_IS_IDLE " LIMIT 256", 0, {}};
+
+/* Clears the mark of queue $1 if it is idle under a snapshot taken now,
+ * passing over a row someone holds (a control being set). */
+spi::Statement kClearMark{"clear keyed mark",
+                          "UPDATE pqrun.queue_control c SET keyed = false, updated_at = pg_catalog.now()"
+                          " FROM (SELECT ctid FROM pqrun.queue_control WHERE queue = $1 AND job_type IS NULL"
+                          "        AND concurrency_key IS NULL FOR UPDATE SKIP LOCKED) l"
+                          " WHERE c.ctid = l.ctid AND" MARK_IS_IDLE,
+                          1,
+                          {TEXTOID}};
+
+/* Then its row goes if it holds nothing else. */
+spi::Statement kDropIdleRow{"drop idle queue row",
+                            "DELETE FROM pqrun.queue_control WHERE queue = $1 AND job_type IS NULL"
+                            "   AND concurrency_key IS NULL AND NOT paused AND max_running IS NULL AND rate IS NULL"
+                            "   AND max_running_per_key IS NULL AND NOT keyed AND rate_per_key IS NULL",
+                            1,
+                            {TEXTOID}};
+
+#undef MARK_IS_IDLE
+
+} // namespace stmts
+
+namespace {
+
+LOCKTAG
+TagOf(Datum queue)
+{
+	text *name = DatumGetTextPP(queue);
+	uint32 hash = hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(name)),
+	                         static_cast<int>(VARSIZE_ANY_EXHDR(name)));
+	LOCKTAG tag;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, kLockClass, hash % kBuckets, 2);
+	return tag;
+}
+
+/* Installed answers whether job_live_keyed exists (0.18.0): without it,
+ * each look for a queue's keyed jobs would read all of job_live. */
+bool
+Installed()
+{
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	return OidIsValid(namespace_id) && OidIsValid(get_relname_relid("job_live_keyed", namespace_id));
+}
+
+} // namespace
+
+void
+LockShared(Datum queue)
+{
+	LOCKTAG tag = TagOf(queue);
+	(void)LockAcquire(&tag, ShareLock, false, false);
+}
+
+int64
+ForgetIdle()
+{
+	if (IsolationUsesXactSnapshot() || citus::JobTablesDistributed() || !Installed())
+		return 0;
+	uint64 n = spi::Exec(stmts::kIdleMarks, nullptr, nullptr, SPI_OK_SELECT);
+	if (n == 0)
+		return 0;
+	Datum *queues = static_cast<Datum *>(palloc(sizeof(Datum) * n));
+	for (uint64 i = 0; i < n; i++)
+		queues[i] = PointerGetDatum(cstring_to_text(spi::ColText(i, 1)));
+	int64 cleared = 0;
+	for (uint64 i = 0; i < n; i++) {
+		LOCKTAG tag = TagOf(queues[i]);
+		if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+			continue; /* a keyed enqueue of its bucket is under way */
+		Datum values[1] = {queues[i]};
+		if (spi::Exec(stmts::kClearMark, values, nullptr, SPI_OK_UPDATE) == 0)
+			continue;
+		(void)spi::Exec(stmts::kDropIdleRow, values, nullptr, SPI_OK_DELETE);
+		cleared++;
+	}
+	if (cleared > 0)
+		flow_control::NoteChanged();
+	return cleared;
+}
+
+} // namespace pqrun::keyed_queues
