@@ -218,9 +218,20 @@ Finish()
 		elog(ERROR, "pqrun: SPI_finish failed");
 }
 
+/* InCallersContext puts back, when it goes, the memory context that was
+ * current when it was made: SPI leaves its procedure's context current
+ * after every call, which lives until SPI_finish, so that what a caller
+ * allocated after a statement would otherwise outlive the context it
+ * chose (a batch element's, a look's) and pile up for the whole call. */
+struct InCallersContext {
+	MemoryContext context = CurrentMemoryContext;
+	~InCallersContext() { MemoryContextSwitchTo(context); }
+};
+
 uint64
 Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long count)
 {
+	InCallersContext in_callers_context;
 	ForgetLastResult();
 	int rc = SPI_execute_plan(PlanFor(stmt), values, nulls, false, count);
 	if (rc != expected_rc)
@@ -231,6 +242,7 @@ Exec(Statement &stmt, Datum *values, const char *nulls, int expected_rc, long co
 uint64
 ExecLatest(Statement &stmt, Datum *values, const char *nulls, bool own_changes)
 {
+	InCallersContext in_callers_context;
 	ForgetLastResult();
 	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 	if (!own_changes)
@@ -245,6 +257,7 @@ ExecLatest(Statement &stmt, Datum *values, const char *nulls, bool own_changes)
 uint64
 ExecInto(Statement &stmt, Datum *values, const char *nulls, DestReceiver *dest)
 {
+	InCallersContext in_callers_context;
 	ParamListInfo params = makeParamList(stmt.nargs);
 	for (int i = 0; i < stmt.nargs; i++) {
 		ParamExternData &param = params->params[i];
