@@ -1125,8 +1125,11 @@ QueueBlocked(Datum queue)
 }
 
 bool
-KeyBlocked(Datum queue, Datum key)
+KeyBlocked(Datum queue, Datum key, bool *by_limit)
 {
+	bool ignored;
+	by_limit = by_limit ? by_limit : &ignored;
+	*by_limit = false;
 	if (shared == nullptr)
 		return false;
 	uint64 key_hash = KeyHash(key);
@@ -1140,8 +1143,10 @@ KeyBlocked(Datum queue, Datum key)
 		 * job. A resume wakes every waiter: no need to look again before. */
 		if (c.paused)
 			return true;
-		if (Full(c))
+		if (Full(c)) {
+			*by_limit = c.rate <= 0 && c.counter >= 0;
 			return limited_look = true;
+		}
 		if (c.key != nullptr)
 			continue;
 		if (c.rate_per_key > 0 && !own_rate) {
@@ -1168,8 +1173,10 @@ KeyBlocked(Datum queue, Datum key)
 			LWLockRelease(shared->lock);
 			if (!full)
 				break;
-			if (pass > 0 || !due)
+			if (pass > 0 || !due) {
+				*by_limit = counted;
 				return limited_look = true;
+			}
 			Verify(c.counter, c.id);
 		}
 	}
@@ -1210,6 +1217,12 @@ bool
 Skipped()
 {
 	return skipped;
+}
+
+void
+NoteLimitedLook()
+{
+	limited_look = true;
 }
 
 bool

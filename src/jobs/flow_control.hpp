@@ -77,9 +77,12 @@ bool Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id,
 /* KeyBlocked answers, after Prepare, whether no job of concurrency key
  * `key` of `queue` may be claimed now: the queue is paused or full, the
  * key's own limit or rate limit is, or (without one of its own) the
- * queue's limit or rate limit per key is. A lane pick asks it before locking a key's job;
- * Reserve decides. */
-bool KeyBlocked(Datum queue, Datum key);
+ * queue's limit or rate limit per key is. A lane pick asks it before
+ * locking a key's job; Reserve decides. *by_limit (when given) tells
+ * whether only a concurrency limit blocks it: it stays blocked until a
+ * place of the queue is freed or the controls change (wake::QueueGen,
+ * wake::ControlsGen). */
+bool KeyBlocked(Datum queue, Datum key, bool *by_limit = nullptr);
 
 /* QueueBlocked answers, after Prepare, whether no job of `queue` may be
  * claimed now whatever its key or job type: it is paused, or its own limit
@@ -117,6 +120,9 @@ bool Skipped();
  * claim from full: a waiter then looks again now and then, in case a place
  * was freed by a path that does not wake it. */
 bool LimitedLook();
+/* NoteLimitedLook records that the look passed over a full limit without
+ * asking (pick_lanes.cpp, a queue whose keys it knows all blocked). */
+void NoteLimitedLook();
 int LimitedPollMs();
 
 /* NextTokenAt answers when the rate limit the last Prepare found empty

@@ -70,6 +70,23 @@ struct Step {
 };
 constexpr int kMaxSteps = 128;
 
+/* That a look found every key of a queue's lanes blocked by a concurrency
+ * limit (flow_control::KeyBlocked's by_limit) and claimed nothing, with the
+ * queue's and the controls' generations read before the look: until either
+ * moves (a job of the queue became READY, a place in one of its limits was
+ * freed, a limit changed), its keys are all still blocked, and the next
+ * looks pass the queue over instead of visiting each key again. Until
+ * `until` at most: a place may also come free by a path that does not tell
+ * (a prepared transaction's end, found by a recount), so the queue is
+ * walked again every second, or every ten times as long as the walk took,
+ * whichever is longer. */
+struct Blocked {
+	bool all;
+	uint64 queue_gen;
+	uint64 controls_gen;
+	TimestampTz until;
+};
+
 /* Where this backend's last claim from each keyed queue's lanes was: the
  * next pickup starts at the key after it. A few queues suffice; an entry
  * for a queue not used lately is given to the next one. With it, the steps
@@ -84,6 +101,7 @@ struct Cursor {
 	Step *steps; /* kMaxSteps, TopMemoryContext */
 	int nsteps;
 	uint64 steps_gen;
+	Blocked blocked;
 };
 constexpr int kCursors = 16;
 Cursor cursors[kCursors];
@@ -115,7 +133,44 @@ CursorOf(const char *queue)
 	ForgetSteps(c);
 	c.queue = MemoryContextStrdup(TopMemoryContext, queue);
 	c.key = nullptr;
+	c.blocked.all = false;
 	return c;
+}
+
+/* Generations is what a queue's Blocked holds by, read before a look. */
+struct Generations {
+	uint64 queue_gen;
+	uint64 controls_gen;
+};
+
+Generations
+GenerationsOf(const char *queue)
+{
+	return Generations{wake::QueueGen(queue), wake::ControlsGen()};
+}
+
+/* StillBlocked answers whether cursor `c`'s queue is known to have every
+ * key blocked by a limit, as of generations `now` (read before the look). */
+bool
+StillBlocked(const Cursor &c, const Generations &now)
+{
+	return c.blocked.all && c.blocked.queue_gen == now.queue_gen && c.blocked.controls_gen == now.controls_gen &&
+	       now.controls_gen != wake::kNoControlsGen && GetCurrentTimestamp() < c.blocked.until;
+}
+
+/* NoteWalk records what the walk of cursor `c`'s queue that began at
+ * `began` under generations `gens` found: whether every key it visited
+ * (`visited` of them) was blocked by a limit, `all_blocked`, with no claim. */
+void
+NoteWalk(Cursor &c, const Generations &gens, TimestampTz began, int visited, bool all_blocked)
+{
+	c.blocked.all = visited > 0 && all_blocked;
+	if (!c.blocked.all)
+		return;
+	TimestampTz now = GetCurrentTimestamp();
+	c.blocked.queue_gen = gens.queue_gen;
+	c.blocked.controls_gen = gens.controls_gen;
+	c.blocked.until = now + Max(static_cast<TimestampTz>(USECS_PER_SEC), 10 * (now - began));
 }
 
 /* KeyAfter answers the key after `after` in the cursor's queue, from a step
@@ -313,6 +368,9 @@ Pick(const Request &r, const Receiver &to)
 	 * their hints and steps. A transaction snapshot (REPEATABLE READ, the
 	 * SQL statements only) may be older than that: its looks are not kept. */
 	uint64 gen = wake::HintGen();
+	Generations *gens = static_cast<Generations *>(palloc(sizeof(Generations) * nqueues));
+	for (int q = 0; q < nqueues; q++)
+		gens[q] = GenerationsOf(queues[q]);
 	bool keep = !IsolationUsesXactSnapshot();
 	/* Below the executor when pick_direct.hpp can, else through SQL. */
 	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
@@ -323,6 +381,13 @@ Pick(const Request &r, const Receiver &to)
 		if (r.gated && flow_control::QueueBlocked(queue))
 			continue;
 		Cursor &cursor = CursorOf(queues[q]);
+		if (StillBlocked(cursor, gens[q])) {
+			flow_control::NoteLimitedLook();
+			continue;
+		}
+		TimestampTz began = GetCurrentTimestamp();
+		int visited = 0, had = *to.claimed;
+		bool all_blocked = true;
 		bool known = keep && cursor.nsteps > 0 &&
 		             wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
 		if (!known) {
@@ -338,8 +403,13 @@ Pick(const Request &r, const Receiver &to)
 		    queue, cursor.key, next_key,
 		    [&](const char *key) {
 			    Datum key_text = CStringGetTextDatum(key);
-			    if (flow_control::KeyBlocked(queue, key_text))
+			    bool by_limit;
+			    visited++;
+			    if (flow_control::KeyBlocked(queue, key_text, &by_limit)) {
+				    all_blocked = all_blocked && by_limit;
 				    return false;
+			    }
+			    all_blocked = false;
 			    int had = *to.claimed;
 			    if (direct) {
 				    LaneHint lane = LaneOf(queues[q], key);
@@ -370,6 +440,7 @@ Pick(const Request &r, const Receiver &to)
 			    return true;
 		    },
 		    [&] { return *to.claimed - before >= r.want; });
+		NoteWalk(cursor, gens[q], began, visited, all_blocked && *to.claimed == had);
 	}
 	if (direct)
 		scan.Close();
@@ -416,16 +487,33 @@ Ready(ArrayType *job_types)
 		Datum queue = CStringGetTextDatum(queues[q]);
 		if (flow_control::QueueBlocked(queue))
 			continue;
+		/* Each statement below takes its snapshot after these are read. */
+		Generations gens = GenerationsOf(queues[q]);
+		Cursor &cursor = CursorOf(queues[q]);
+		if (StillBlocked(cursor, gens)) {
+			flow_control::NoteLimitedLook();
+			continue;
+		}
+		TimestampTz began = GetCurrentTimestamp();
+		int visited = 0;
+		bool all_blocked = true;
 		Walk(
 		    queue, nullptr, NextKey,
 		    [&](const char *key) {
 			    Datum values[3] = {queue, CStringGetTextDatum(key), PointerGetDatum(job_types)};
 			    char nulls[4] = {' ', ' ', job_types ? ' ' : 'n', '\0'};
-			    ready = !flow_control::KeyBlocked(queue, values[1]) &&
-			            spi::Exec(stmts::kLaneHasJob, values, nulls, SPI_OK_SELECT, 1) > 0;
+			    bool by_limit;
+			    visited++;
+			    if (flow_control::KeyBlocked(queue, values[1], &by_limit)) {
+				    all_blocked = all_blocked && by_limit;
+				    return false;
+			    }
+			    all_blocked = false;
+			    ready = spi::Exec(stmts::kLaneHasJob, values, nulls, SPI_OK_SELECT, 1) > 0;
 			    return ready;
 		    },
 		    [&] { return ready; });
+		NoteWalk(cursor, gens, began, visited, all_blocked && !ready);
 	}
 	return ready;
 }

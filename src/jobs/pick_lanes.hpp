@@ -8,7 +8,9 @@
  * what it wants or a whole round claimed nothing. Finding the next key is
  * one index descent; a key at its limit (flow_control::KeyBlocked) is
  * passed over before any of its jobs is read, so one key's backlog costs
- * the other keys nothing and cannot starve them. Below the executor
+ * the other keys nothing and cannot starve them. A paused or full queue is
+ * passed over whole (flow_control::QueueBlocked), and so is, for a while,
+ * one whose keys a look of this backend found all at their limits. Below the executor
  * (pick_direct::LaneScan) where the one decision allows, a lane's scan
  * starts at its hint, shared by all backends, past the head of claimed and
  * ended jobs whose index entries vacuum has not removed yet; else one SQL

@@ -23,6 +23,11 @@ struct DatabaseState {
 	/* Bumped by every commit that changed pqrun.queue_control (and by
 	 * CREATE EXTENSION): backends reload their copy when it moves. */
 	uint64 controls_gen;
+	/* Moved by every commit (or claim rollback) that made a job of a queue
+	 * READY or freed a place in one of its limits, by a hash of the queue
+	 * (QueueGen, wake.hpp). */
+	static constexpr int kQueueGens = 64;
+	uint64 queue_gen[kQueueGens];
 };
 
 } // namespace pqrun::wake

@@ -229,6 +229,17 @@ AddPending(uint32 queue_hash, uint32 type_hash)
 		overflow = true;
 }
 
+/* MoveQueueGens moves the generations of the queues of `pairs` in
+ * `state`, or of every queue when `all`. */
+void
+MoveQueueGens(DatabaseState &state, const Pending *pairs, int n, bool all)
+{
+	for (int i = 0; i < DatabaseState::kQueueGens && all; i++)
+		state.queue_gen[i]++;
+	for (int i = 0; i < n && !all; i++)
+		state.queue_gen[pairs[i].queue % DatabaseState::kQueueGens]++;
+}
+
 void
 LowerHintTo(PickKey key)
 {
@@ -282,8 +293,10 @@ WakeForClaims(int level)
 	bool all = claimed_overflow_level <= level;
 	if (all)
 		claimed_overflow_level = INT_MAX;
-	if (n > 0 || all)
+	if (n > 0 || all) {
+		UpdateMySlot([&](shmem::DatabaseSlot &slot) { MoveQueueGens(slot.wake, wanted, n, all); });
 		WakeWaiters(wanted, n, all);
+	}
 }
 
 /* Overlap answers whether some job could match both filters (hashes, 0:
@@ -430,18 +443,38 @@ RaiseHint(uint64 gen, PickKey key)
 	});
 }
 
+/* LowerIn lowers the hint of `state` to `key`, moving its generation. */
+void
+LowerIn(DatabaseState &state, PickKey key)
+{
+	state.hint_gen++;
+	NoteLowered(state, key);
+	PickKey current{state.hint_neg_priority, state.hint_id};
+	if (state.hint_set && Less(key, current)) {
+		state.hint_neg_priority = key.neg_priority;
+		state.hint_id = key.id;
+	}
+}
+
 void
 LowerHint(PickKey key)
 {
-	UpdateMySlot([key](shmem::DatabaseSlot &slot) {
-		slot.wake.hint_gen++;
-		NoteLowered(slot.wake, key);
-		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
-		if (slot.wake.hint_set && Less(key, current)) {
-			slot.wake.hint_neg_priority = key.neg_priority;
-			slot.wake.hint_id = key.id;
-		}
-	});
+	UpdateMySlot([key](shmem::DatabaseSlot &slot) { LowerIn(slot.wake, key); });
+}
+
+uint64
+QueueGen(const char *queue)
+{
+	shmem::SharedState *shared = shmem::Shared();
+	uint64 gen = 0;
+	if (shared == nullptr)
+		return gen;
+	uint32 hash = Hash(queue);
+	LWLockAcquire(shared->lock, LW_SHARED);
+	if (shmem::DatabaseSlot *slot = MySlot(shared))
+		gen = slot->wake.queue_gen[hash % DatabaseState::kQueueGens];
+	LWLockRelease(shared->lock);
+	return gen;
 }
 
 uint64
@@ -723,7 +756,13 @@ AtCommit()
 {
 	/* Lower the hint before waking anyone, so the woken look low enough. */
 	KeepMin(&ready_key, held_key);
-	LowerHintTo(ready_key);
+	bool lower = Less(ready_key, kNoKey);
+	if (lower || npending > 0 || overflow)
+		UpdateMySlot([lower](shmem::DatabaseSlot &slot) {
+			if (lower)
+				LowerIn(slot.wake, ready_key);
+			MoveQueueGens(slot.wake, pending, npending, overflow);
+		});
 	/* New controls (a resume, a raised limit) may let every waiter run. */
 	if (controls_changed)
 		UpdateMySlot([](shmem::DatabaseSlot &slot) { slot.wake.controls_gen++; });

@@ -58,6 +58,14 @@ void LowerHint(PickKey key);
 uint64 HintGen();
 bool NothingReadyBelow(PickKey key, uint64 gen);
 
+/* QueueGen answers a generation of `queue` (0 without shared state) that
+ * every commit moves that made one of its jobs READY or freed a place in
+ * one of its limits, and so does the rollback of a claim of one of its
+ * jobs; a change of the controls moves ControlsGen instead. What a look
+ * found of a queue that only those change holds while both stay (several
+ * queues share a generation). */
+uint64 QueueGen(const char *queue);
+
 /* NoteFreed records that a running job of (queue, job_type) ended in the
  * current transaction: a waiter held back by a concurrency limit
  * (flow_control.hpp) may take its place after the commit. */
