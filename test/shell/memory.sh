@@ -39,36 +39,14 @@ log_from=0
 pid=$(psql -X -qtA -d "$db" -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
 [ -r "/proc/$pid/status" ] || { echo "cannot read the server's /proc/<pid>/status here"; exit 77; }
 
-PGDATABASE=$db "$py" - <<'PY'
-import threading, time
+PGDATABASE=$db PYTHONPATH="$repo/test/lib" "$py" - <<'PY'
+import time
 import psycopg
-
-failures = 0
-def check(name, ok, detail=""):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
-    failures += 0 if ok else 1
+import backend_memory
+from backend_memory import check, peak_over
 
 admin = psycopg.connect("", autocommit=True)
 a = lambda sql, args=None: admin.execute(sql, args).fetchall()
-
-def hwm_kb(pid):
-    """Peak resident memory but the shared memory touched so far (kB)."""
-    fields = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            name, _, value = line.partition(":")
-            fields[name] = value.split()[0] if value.strip() else "0"
-    return int(fields["VmHWM"]) - int(fields["RssShmem"])
-
-def peak_over(warm, call):
-    """MB the peak of a fresh session grew by during `call`, after `warm`."""
-    with psycopg.connect("", autocommit=True) as s:
-        pid = s.info.backend_pid
-        warm(s)
-        before = hwm_kb(pid)
-        call(s)
-        return (hwm_kb(pid) - before) / 1024
 
 # 1. enqueue_batch of keyed jobs into N new queues.
 def batch(prefix, n):
@@ -119,8 +97,8 @@ for keys in (5000, 50000):
           flush=True)
 check("await_jobs over 50,000 keys: peak memory within 10x of 5,000 keys' plus 8 MB, under 100 MB",
       looks[50000] <= 10 * looks[5000] + 8 and looks[50000] < 100, f"{looks[5000]:.1f} MB, {looks[50000]:.1f} MB")
-print(f"memory: {failures} failure(s)")
-raise SystemExit(1 if failures else 0)
+print(f"memory: {backend_memory.failures} failure(s)")
+raise SystemExit(1 if backend_memory.failures else 0)
 PY
 status=$?
 if [ -n "$log" ] && [ -f "$log" ] && tail -c +$((log_from + 1)) "$log" | grep -q "terminated by signal"; then
