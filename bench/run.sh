@@ -17,7 +17,7 @@
 #
 # Usage: bash bench/run.sh            (settings through the environment:)
 #   BENCH_CLIENTS="1 2 4 8"  BENCH_SECONDS=20  BENCH_ROUNDS=2
-#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W5 E1 L1"   (W4, the 5-minute soak, and W6, 20 minutes of history retention, only when listed)
+#   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W3Q W3Qt W3KB W5 E1 L1"   (W4, the 5-minute soak, and W6, 20 minutes of history retention, only when listed)
 #   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
 #   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
 #   BENCH_PG_MAJOR=18: on that PostgreSQL version, in its Debian root
@@ -54,7 +54,7 @@ fi
 clients_list=${BENCH_CLIENTS:-$d_clients}
 seconds=${BENCH_SECONDS:-$d_seconds}
 rounds=${BENCH_ROUNDS:-$d_rounds}
-workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W3Q W3Qt W5 E1 L1"}
+workloads=${BENCH_WORKLOADS:-"L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W3Q W3Qt W3KB W5 E1 L1"}
 jobs=${BENCH_JOBS:-$d_jobs}
 deep=${BENCH_DEEP_JOBS:-$d_deep}
 w2_depth=${BENCH_W2_DEPTH:-1000}
@@ -66,6 +66,8 @@ w5_window=${BENCH_W5_WINDOW:-$d_w5_window}
 w6_seconds=${BENCH_W6_SECONDS:-$d_w6}
 w6_retention=${BENCH_W6_RETENTION:-$d_w6_retention}
 l1_rate=${BENCH_L1_RATE:-20}
+w3kb_keys=${BENCH_W3KB_KEYS:-100000}
+w3kb_idle=${BENCH_W3KB_IDLE:-5000}
 fill_chunk=${BENCH_FILL_CHUNK:-10000}
 port=${BENCH_PORT:-55440}
 keep=${BENCH_KEEP:-0}
@@ -164,7 +166,7 @@ systems_for() {
 	case $1 in
 	L0 | L0floor) echo ceiling ;;
 	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
-	L1 | W1c | W1bc | W1L | W1K | W1Kref | W3K | W3Kref | W3Q | W3Qref | W3Qt | W3Qtref | W2c) echo pqrun ;;
+	L1 | W1c | W1bc | W1L | W1K | W1Kref | W3K | W3Kref | W3Q | W3Qref | W3Qt | W3Qtref | W3KB | W3KBref | W2c) echo pqrun ;;
 	*) echo "pqrun baseline" ;;
 	esac
 }
@@ -317,9 +319,91 @@ prepare_w3q() {
 	q bench_pqrun "VACUUM ANALYZE" >/dev/null
 	q bench_pqrun "CHECKPOINT" >/dev/null
 }
-# ready_beside_deep: READY jobs of the queue W3Q and W3Qt drain.
+# ready_beside_deep: READY jobs of the queue W3Q, W3Qt and W3KB drain.
 ready_beside_deep() {
 	q bench_pqrun "SELECT count(*) FROM pqrun.job_live WHERE status = 'READY' AND queue = 'default'"
+}
+
+# ---- a paused queue of many keys and idle keyed queues (W3KB) ----------------
+
+# W3KB's world, beside the unkeyed queue 'default' that its workers drain
+# with W1's unfiltered pickup:
+# - queue 'pk', paused, with one READY job (job type 'pk') under each of
+#   BENCH_W3KB_KEYS (100,000) concurrency keys k1..kN: k1's is enqueued (so
+#   pqrun marks the queue keyed in pqrun.queue_control, as every keyed
+#   enqueue does), the others are written straight into job_live (as
+#   superuser, as test/shell/memory.sh does), then pause_queue('pk');
+# - BENCH_W3KB_IDLE (5,000) queues idle-1..idle-N, each given a keyed job
+#   (enqueue_batch in chunks of BENCH_FILL_CHUNK) that is then cancelled
+#   and purged: keyed rows in pqrun.queue_control, no keyed job left;
+# - those rows backdated by an hour, then run_maintenance() until the
+#   number of keyed idle rows stops falling (a round forgets at most 256;
+#   one call where nothing is forgotten): the minute after which
+#   maintenance (0.18.0) forgets a keyed queue without keyed jobs has
+#   passed, and its rounds have caught up, so the background workers'
+#   rounds change nothing during the measurement.
+# Each W3KB measurement builds it (timed, in w3kb_note): the refill of the
+# W1 measured right after it drops it.
+w3kb_note="" w3kb_rounds=0
+# w3kb_idle_keyed: keyed rows of the idle queues in pqrun.queue_control.
+w3kb_idle_keyed() {
+	q bench_pqrun "SELECT count(*) FROM pqrun.queue_control WHERE keyed AND queue LIKE 'idle-%'"
+}
+# w3kb_world: refill's empty pqrun, then the world; w3kb_rounds: the
+# run_maintenance() calls made.
+w3kb_world() {
+	local before after
+	refill pqrun 0 1 drain
+	q bench_pqrun "SET synchronous_commit = off;
+		SELECT pqrun.enqueue('pk', jsonb_build_object('n', 1), queue => 'pk', concurrency_key => 'k1');
+		INSERT INTO pqrun.job_live (status, priority, max_attempts, run_after, created_at, updated_at,
+		                            queue, job_type, payload, concurrency_key)
+		SELECT 'READY', 0, 5, now(), now(), now(), 'pk', 'pk', jsonb_build_object('n', g), 'k' || g
+		  FROM generate_series(2, $w3kb_keys) AS g;
+		SELECT pqrun.pause_queue('pk')" >/dev/null
+	fill_jobs "$w3kb_idle" idle ", 'queue', 'idle-' || i, 'concurrency_key', 'k'"
+	q bench_pqrun "SET synchronous_commit = off;
+		SELECT count(pqrun.cancel(id)) FROM pqrun.job_live WHERE queue LIKE 'idle-%';
+		SELECT pqrun.purge('0 s');
+		UPDATE pqrun.queue_control SET updated_at = now() - interval '1 hour' WHERE keyed AND queue LIKE 'idle-%'" >/dev/null
+	after=$(w3kb_idle_keyed) w3kb_rounds=0
+	while :; do
+		before=$after
+		q bench_pqrun "SELECT pqrun.run_maintenance()" >/dev/null
+		w3kb_rounds=$((w3kb_rounds + 1))
+		after=$(w3kb_idle_keyed)
+		[ "$after" -gt 0 ] && [ "$after" -lt "$before" ] && [ "$w3kb_rounds" -lt 1000 ] || break
+	done
+}
+# w3kb_world_intact: "t" when bench_pqrun holds W3KB's world and nothing
+# else: the paused queue 'pk' with its BENCH_W3KB_KEYS READY jobs, no
+# other job.
+w3kb_world_intact() {
+	q bench_pqrun "SELECT count(*) FILTER (WHERE queue <> 'pk') = 0
+		AND count(*) FILTER (WHERE queue = 'pk' AND status = 'READY') = $w3kb_keys
+		AND (SELECT paused FROM pqrun.queue_control WHERE queue = 'pk' AND job_type IS NULL AND concurrency_key IS NULL)
+		FROM pqrun.jobs"
+}
+# prepare_w3kb: W3KB's world (timed), then BENCH_JOBS jobs of queue
+# 'default' and job type 'job' as refill makes them, VACUUM ANALYZE and
+# CHECKPOINT as in refill.
+prepare_w3kb() {
+	local t0 secs keyed
+	t0=$(date +%s.%N)
+	w3kb_world
+	secs=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')
+	w3kb_note="w3kb fill=$w3kb_keys keys + $w3kb_idle idle queues in ${secs}s; maintenance rounds=$w3kb_rounds"
+	printf '(world: %s keys + %s idle queues in %ss, %s maintenance round(s)) ' "$w3kb_keys" "$w3kb_idle" "$secs" "$w3kb_rounds"
+	if [ "$(w3kb_world_intact)" != t ]; then
+		w3kb_note="$w3kb_note; W3KB SETUP FAILED: $(q bench_pqrun "SELECT string_agg(format('%s %s %s', queue, status, n), ' ')
+			FROM (SELECT queue, status, count(*) AS n FROM pqrun.jobs GROUP BY 1, 2) s")"
+	fi
+	fill_jobs "$jobs" job
+	q bench_pqrun "VACUUM ANALYZE" >/dev/null
+	q bench_pqrun "CHECKPOINT" >/dev/null
+	keyed=$(q bench_pqrun "SELECT count(*) FROM pqrun.queue_control WHERE keyed")
+	w3kb_note="$w3kb_note; keyed queues=$keyed"
+	printf '(%s keyed queues) ' "$keyed"
 }
 
 # ---- one measurement -------------------------------------------------------
@@ -436,7 +520,7 @@ measure() {
 	W1c) script=${system}_w1c.sql kind=drain depth=$jobs ;;
 	W1bc) script=${system}_w1bc.sql kind=drain depth=$jobs ;;
 	W1L) script=${system}_w1.sql kind=drain depth=$jobs ;;
-	W1K | W3K | W1Kref | W3Kref | W3Qref | W3Qtref) script=${system}_w1.sql kind=drain depth=$jobs ;;
+	W1K | W3K | W1Kref | W3Kref | W3Qref | W3Qtref | W3KB | W3KBref) script=${system}_w1.sql kind=drain depth=$jobs ;;
 	W3Q) script=${system}_w3q.sql kind=drain depth=$jobs ;;
 	W3Qt) script=${system}_w3qt.sql kind=drain depth=$jobs ;;
 	W2c) script=${system}_w2c.sql kind=steady depth=$w2_depth ;;
@@ -455,6 +539,7 @@ measure() {
 	W1K) refill_w1k "$depth" ;;
 	W3K) prepare_w3k "$round" ;;
 	W3Q | W3Qt) prepare_w3q ;;
+	W3KB) prepare_w3kb ;;
 	*) refill "$system" "$depth" "$n" "$kind" ;;
 	esac
 	[ "$workload" = W3K ] || hog_round=""
@@ -469,7 +554,7 @@ measure() {
 		SELECT pqrun.set_key_limit('default', 1000)" >/dev/null
 	read -r done0 ready0 total0 _ <<<"$(counters "$system")"
 	[ "$workload" = W3K ] && ready0=$(ready_beside_hog)
-	case $workload in W3Q | W3Qt) ready0=$(ready_beside_deep) ;; esac
+	case $workload in W3Q | W3Qt | W3KB) ready0=$(ready_beside_deep) ;; esac
 	[ "$workload" = W4 ] && sizes0=$(table_sizes "$system")
 	[ "$workload" = W5 ] && start_holder "$db"
 	case $workload in
@@ -493,7 +578,10 @@ measure() {
 	fi
 	read -r done1 ready1 total1 last1 <<<"$(counters "$system")"
 	[ "$workload" = W3K ] && ready1=$(ready_beside_hog)
-	case $workload in W3Q | W3Qt) ready1=$(ready_beside_deep) notes+=("$w3q_note") ;; esac
+	case $workload in
+	W3Q | W3Qt) ready1=$(ready_beside_deep) notes+=("$w3q_note") ;;
+	W3KB) ready1=$(ready_beside_deep) notes+=("$w3kb_note") ;;
+	esac
 	if [ "$workload" = W5 ]; then
 		dead=$(dead_tuples "$system")
 		stop_holder "$db"
@@ -652,7 +740,7 @@ for round in $(seq "$rounds"); do
 			[ "$round" -le "$soak_rounds" ] || continue
 			measure pqrun W6 "$soak_clients" "$round"
 			continue ;;
-		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W3Q | W3Qt | W5 | E1) ;;
+		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W3Q | W3Qt | W3KB | W5 | E1) ;;
 		*) echo "unknown workload $workload" >&2; exit 2 ;;
 		esac
 		subs=$workload
@@ -666,6 +754,7 @@ for round in $(seq "$rounds"); do
 		[ "$workload" = W3K ] && subs="W3K W3Kref"
 		[ "$workload" = W3Q ] && subs="W3Q W3Qref"
 		[ "$workload" = W3Qt ] && subs="W3Qt W3Qtref"
+		[ "$workload" = W3KB ] && subs="W3KB W3KBref"
 		for n in $clients_list; do
 			for sub in $subs; do
 				for system in $(systems_for "$sub"); do measure "$system" "$sub" "$n" "$round"; done
@@ -684,9 +773,9 @@ pgver=$(q postgres "SHOW server_version")
 	echo
 	echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, $(uname -sr); load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "- PostgreSQL $pgver, loopback, shared_buffers 1GB, fsync on, synchronous_commit on; pqrun $tested"
-	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b/W1K drain $jobs jobs, W3 $deep, W3K $jobs beside a hog key of $deep, W3Q/W3Qt $jobs beside $deep of another queue and job type, W2/W5 start at $w2_depth; total ${elapsed}s"
+	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b/W1K drain $jobs jobs, W3 $deep, W3K $jobs beside a hog key of $deep, W3Q/W3Qt $jobs beside $deep of another queue and job type, W3KB $jobs (unfiltered) beside a paused queue of $w3kb_keys keys and $w3kb_idle idle keyed queues, W2/W5 start at $w2_depth; total ${elapsed}s"
 	echo "- pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off} in bench_pqrun (nobody LISTENs; the long poll wakes consumers)"
-	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep bash bench/run.sh\`"
+	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep ${BENCH_W3KB_KEYS:+BENCH_W3KB_KEYS=$BENCH_W3KB_KEYS }${BENCH_W3KB_IDLE:+BENCH_W3KB_IDLE=$BENCH_W3KB_IDLE }bash bench/run.sh\`"
 	echo "- raw figures: bench/results/$stamp.csv (one row per measurement); below, medians over rounds"
 	echo
 	q bench_meta "\\copy results FROM '$repo/$csv' WITH (FORMAT csv, HEADER)" >/dev/null

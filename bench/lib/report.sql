@@ -77,6 +77,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W3') > 0 AS has_w3,
        count(*) FILTER (WHERE workload = 'W3K') > 0 AS has_w3k,
        count(*) FILTER (WHERE workload IN ('W3Q', 'W3Qt')) > 0 AS has_w3q,
+       count(*) FILTER (WHERE workload = 'W3KB') > 0 AS has_w3kb,
        count(*) FILTER (WHERE workload = 'W4') > 0 AS has_w4,
        count(*) FILTER (WHERE workload = 'W6') > 0 AS has_w6,
        count(*) FILTER (WHERE workload = 'W5') > 0 AS has_w5,
@@ -115,6 +116,9 @@ t(ord, target, value, pass) AS (
 	UNION ALL
 	SELECT 6, 'W3Qt (by job type, beside a deep backlog of another job type) within 10% of W1 (W3Qt/W1 right after it ≥ 0.90)',
 	       min(paired('W3Qt', clients)), 0.90 FROM c
+	UNION ALL
+	SELECT 6, 'W3KB (unfiltered, beside a paused queue of many keys and idle keyed queues) within 10% of W1 (W3KB/W1 right after it ≥ 0.90)',
+	       min(paired('W3KB', clients)), 0.90 FROM c
 	UNION ALL
 	SELECT 7, 'W4 no 30 s window below 90% of the first',
 	       (SELECT min(note(notes, 'min/first')::numeric) FROM results WHERE system = 'pqrun' AND workload = 'W4'), 0.90
@@ -250,6 +254,22 @@ SELECT format('Deep fills (every W3Q and W3Qt): %s.',
               coalesce(string_agg(format('%s round %s at %s client(s), %s', workload, round, clients, note(notes, 'deep fill')),
                                    '; ' ORDER BY workload, round, clients), 'none'))
   FROM results WHERE system = 'pqrun' AND workload IN ('W3Q', 'W3Qt');
+\echo ''
+\endif
+
+-- ---- W3KB ----------------------------------------------------------------------
+\if :has_w3kb
+\echo '## W3KB drain beside a paused keyed queue and idle keyed queues (W1, unfiltered pickup, while queue pk is paused with one READY job under each of its keys and the idle queues once had keyed jobs)'
+\echo ''
+SELECT * FROM paired_table('W3KB');
+\echo ''
+SELECT format('The world is built by each W3KB measurement that follows another refill (after W3KBref''s, every one), else kept (README, W3KB). Fills: %s. Keyed queues in pqrun.queue_control when the drains started (the paused queue is one; the idle queues'' rows were backdated an hour and run_maintenance() called until they stopped falling): %s; %s of %s W3KB runs found the world otherwise (CSV notes).',
+              coalesce(string_agg(format('round %s at %s client(s), %s with %s maintenance round(s)', round, clients,
+                                         note(notes, 'w3kb fill'), note(notes, 'maintenance rounds')), '; ' ORDER BY round, clients)
+                       FILTER (WHERE note(notes, 'w3kb fill') IS NOT NULL), 'none'),
+              coalesce(string_agg(DISTINCT note(notes, 'keyed queues'), ', '), 'not noted'),
+              count(*) FILTER (WHERE notes ~ 'W3KB SETUP FAILED'), count(*))
+  FROM results WHERE system = 'pqrun' AND workload = 'W3KB';
 \echo ''
 \endif
 
