@@ -107,6 +107,7 @@ struct Counter {
 	TimestampTz verified_at;
 	double tokens; /* a rate limit's bucket, as of refilled_at */
 	TimestampTz refilled_at;
+	int32 verify_from = 0; /* where in its chain of places the next recount starts (Verify) */
 };
 constexpr Counter kFreeCounter{InvalidOid, 0, 0, -1, false, false, 0, 0, 0};
 
@@ -221,6 +222,54 @@ SameText(Datum value, const char *s, int len)
 {
 	const text *t = DatumGetTextPP(value);
 	return VARSIZE_ANY_EXHDR(t) == static_cast<Size>(len) && memcmp(VARDATA_ANY(t), s, len) == 0;
+}
+
+/* The controls are sorted by queue (bytes, then length), so that the
+ * controls of one queue are found by a binary search instead of a pass
+ * over all of them: a claim, a row passed over, a key looked at cost as
+ * much beside 10,000 controls as beside 10. */
+int
+CompareQueues(const char *a, int a_len, const char *b, int b_len)
+{
+	int c = memcmp(a, b, Min(a_len, b_len));
+	return c != 0 ? c : (a_len > b_len) - (a_len < b_len);
+}
+
+int
+CompareControls(const void *a, const void *b)
+{
+	const auto *x = static_cast<const Control *>(a), *y = static_cast<const Control *>(b);
+	return CompareQueues(x->queue, x->queue_len, y->queue, y->queue_len);
+}
+
+/* The controls of one queue: controls[lo] to controls[hi - 1]. */
+struct ControlRange {
+	int lo;
+	int hi;
+};
+
+ControlRange
+RangeOf(const char *queue, int len)
+{
+	int lo = 0, hi = ncontrols;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (CompareQueues(controls[mid].queue, controls[mid].queue_len, queue, len) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int end = lo;
+	while (end < ncontrols && CompareQueues(controls[end].queue, controls[end].queue_len, queue, len) == 0)
+		end++;
+	return ControlRange{lo, end};
+}
+
+ControlRange
+RangeOf(Datum queue)
+{
+	const text *t = DatumGetTextPP(queue);
+	return RangeOf(VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
 }
 
 /* A pickup's job_types or queues filter, taken apart once per look. */
@@ -559,6 +608,8 @@ Reload(uint64 gen)
 		c.counter = -1;
 		any_limit = any_limit || Placed(c);
 	}
+	if (ncontrols > 1)
+		qsort(controls, ncontrols, sizeof(Control), CompareControls);
 	MemoryContextSwitchTo(old);
 	/* What this transaction changed may still roll back: not to be kept. */
 	cache_valid = !changed_here;
@@ -663,33 +714,47 @@ EnsureCounter(const Control &c)
 
 /* Verify gives back the places of `counter` whose jobs are no longer
  * RUNNING under the counted lease, as a snapshot taken after their claims
- * ended shows them. What this transaction itself changed does not count
- * (it may still roll back): a job it finished keeps its place until it
- * commits, and AtCommit has the places looked at again. */
+ * ended shows them: kVerifyPlaces of them at a time, from where the last
+ * recount stopped, so that a look costs as much beside 10,000 places as
+ * beside 256 (a run that ended and told, NoteEnded, gives its place back at
+ * once; only those that did not wait for the recounts to come round to
+ * them). What this transaction itself changed does not count (it may still
+ * roll back): a job it finished keeps its place until it commits, and
+ * AtCommit has the places looked at again. */
+constexpr int kVerifyPlaces = 256;
+
 void
 Verify(int counter, int64 id)
 {
-	/* Room for the places as they are now, allocated before taking the lock
-	 * (places added meanwhile wait for the next recount). */
-	int room = Max(shared->counters[counter].used, 1);
-	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * room));
-	pg_uuid_t *tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * room));
-	TransactionId *xids = static_cast<TransactionId *>(palloc(sizeof(TransactionId) * room));
+	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * kVerifyPlaces));
+	pg_uuid_t *tokens = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t) * kVerifyPlaces));
+	TransactionId *xids = static_cast<TransactionId *>(palloc(sizeof(TransactionId) * kVerifyPlaces));
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (!CounterIs(counter, id)) {
 		LWLockRelease(shared->lock);
 		return;
 	}
 	Counter &k = shared->counters[counter];
+	if (k.verify_from >= k.used)
+		k.verify_from = 0;
+	int32 p = k.head;
+	for (int32 skipped = 0; p >= 0 && skipped < k.verify_from; skipped++)
+		p = shared->places[p].next;
 	int taken_places = 0;
-	for (int32 p = k.head; p >= 0 && taken_places < room; p = shared->places[p].next) {
+	for (; p >= 0 && taken_places < kVerifyPlaces; p = shared->places[p].next) {
 		const Place &place = shared->places[p];
 		ids[taken_places] = place.job_id;
 		tokens[taken_places] = place.token;
 		xids[taken_places] = place.xid;
 		taken_places++;
 	}
-	k.dirty = false;
+	/* A recount that reached the end of the chain has looked at them all. */
+	if (p < 0) {
+		k.verify_from = 0;
+		k.dirty = false;
+	} else {
+		k.verify_from += taken_places;
+	}
 	k.verified_at = GetCurrentTimestamp();
 	LWLockRelease(shared->lock);
 	/* A claim still in progress counts, whatever its row shows (asked
@@ -721,10 +786,17 @@ Verify(int counter, int64 id)
 				gone[i] = false;
 	}
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (CounterIs(counter, id))
+	if (CounterIs(counter, id)) {
+		int removed = 0;
 		for (int i = 0; i < n; i++)
-			if (gone[i])
+			if (gone[i]) {
 				RemovePlace(counter, ids[i], tokens[i], xids[i]);
+				removed++;
+			}
+		/* The places after those removed moved up the chain. */
+		Counter &after = shared->counters[counter];
+		after.verify_from = Max(0, after.verify_from - removed);
+	}
 	LWLockRelease(shared->lock);
 }
 
@@ -811,7 +883,8 @@ void
 OwnKeyControls(Datum queue, Datum key, bool *limit, bool *rate)
 {
 	*limit = *rate = false;
-	for (int i = 0; i < ncontrols; i++) {
+	ControlRange range = RangeOf(queue);
+	for (int i = range.lo; i < range.hi; i++) {
 		const Control &c = controls[i];
 		if (c.key != nullptr && SameText(key, c.key, c.key_len) && SameText(queue, c.queue, c.queue_len)) {
 			*limit = *limit || c.max_running >= 0;
@@ -995,7 +1068,8 @@ NoteKeyed(Datum queue)
 		}
 	} else if (!changed_here) {
 		EnsureCache();
-		for (int i = 0; i < ncontrols; i++)
+		ControlRange range = RangeOf(queue);
+		for (int i = range.lo; i < range.hi; i++)
 			if (controls[i].keyed && SameText(queue, controls[i].queue, controls[i].queue_len)) {
 				(void)NotedHere(queue, true);
 				return;
@@ -1010,7 +1084,8 @@ NoteKeyed(Datum queue)
 bool
 Blocked(Datum queue, Datum job_type)
 {
-	for (int i = 0; i < ncontrols; i++) {
+	ControlRange range = RangeOf(queue);
+	for (int i = range.lo; i < range.hi; i++) {
 		const Control &c = controls[i];
 		if (Matches(c, queue, job_type) && (c.paused || Full(c)))
 			return skipped = true;
@@ -1028,7 +1103,8 @@ Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, cons
 	uint64 key_hash = key != Datum(0) ? KeyHash(key) : 0;
 	bool per_key = false;      /* the queue's limit per key applies */
 	bool per_key_rate = false; /* the queue's rate limit per key applies */
-	for (int i = 0; i < ncontrols; i++) {
+	ControlRange range = RangeOf(queue);
+	for (int i = range.lo; i < range.hi; i++) {
 		const Control &c = controls[i];
 		if (!Matches(c, queue, job_type, key))
 			continue;
@@ -1110,7 +1186,8 @@ QueueBlocked(Datum queue)
 {
 	if (shared == nullptr)
 		return false;
-	for (int i = 0; i < ncontrols; i++) {
+	ControlRange range = RangeOf(queue);
+	for (int i = range.lo; i < range.hi; i++) {
 		Control &c = controls[i];
 		if (c.job_type != nullptr || c.key != nullptr || !SameText(queue, c.queue, c.queue_len))
 			continue;
@@ -1135,7 +1212,8 @@ KeyBlocked(Datum queue, Datum key, bool *by_limit)
 	uint64 key_hash = KeyHash(key);
 	bool own_limit, own_rate;
 	OwnKeyControls(queue, key, &own_limit, &own_rate);
-	for (int i = 0; i < ncontrols; i++) {
+	ControlRange range = RangeOf(queue);
+	for (int i = range.lo; i < range.hi; i++) {
 		Control &c = controls[i];
 		if (c.job_type != nullptr || !Matches(c, queue, Datum(0), key))
 			continue;
@@ -1248,12 +1326,10 @@ NoteEnded(const char *queue, const char *job_type, int64 job_id)
 {
 	if (!any_limit || cache_db != MyDatabaseId || shared == nullptr)
 		return;
-	int len = strlen(queue);
+	ControlRange range = RangeOf(queue, strlen(queue));
 	bool limited = false;
-	for (int i = 0; i < ncontrols && !limited; i++) {
-		const Control &c = controls[i];
-		limited = Placed(c) && c.queue_len == len && memcmp(c.queue, queue, len) == 0;
-	}
+	for (int i = range.lo; i < range.hi && !limited; i++)
+		limited = Placed(controls[i]);
 	if (!limited)
 		return;
 	wake::NoteFreed(queue, job_type);

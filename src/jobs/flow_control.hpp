@@ -27,7 +27,8 @@
  * knows the limits and ends a run gives its places back when that commits
  * (NoteEnded); any other entry stays until a look under a fresh snapshot
  * shows its job no longer RUNNING under that lease (Verify, when a full
- * limit is looked at, at most every 20 ms): done, failed, cancelled, reaped,
+ * limit is looked at, at most every 20 ms, 256 places at a time in turn):
+ * done, failed, cancelled, reaped,
  * rescued, given back by a session that never picked up, or its claim
  * rolled back. A limit's entries are loaded from the RUNNING rows the first
  * time a pickup needs it after a server start or after the limit was
