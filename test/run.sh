@@ -188,8 +188,10 @@ shell_verdict() {
 	fi
 }
 # A test that mostly waits for the clock on clusters of its own (pg_cron's
-# minute) says so with a line "# test/run.sh: beside the others", and runs
-# beside them; its verdict comes last.
+# minute, the workers' rounds), or that measures memory and buffers but not
+# time in a database of its own without changing the server's settings,
+# says so with a line "# test/run.sh: beside the others", and runs beside
+# them; its verdict comes last.
 beside=()
 for t in test/shell/*.sh; do
 	grep -qx '# test/run.sh: beside the others' "$t" || continue

@@ -11,6 +11,8 @@
 # Starts a throwaway cluster of its own (Unix socket only) with 72
 # connectable databases: postgres, template1, d01 .. d70. Takes about a
 # minute.
+# Mostly waits for its cluster's workers:
+# test/run.sh: beside the others
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/cluster.sh"

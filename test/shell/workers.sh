@@ -3,6 +3,8 @@
 # per-database workers follow CREATE/DROP EXTENSION and DROP DATABASE, stale
 # and orphaned jobs are put back without any manual call, and the workers
 # and every committed job survive an immediate shutdown and a backend crash.
+# Mostly waits for its cluster's workers:
+# test/run.sh: beside the others
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/cluster.sh"
