@@ -43,20 +43,23 @@ spi::Statement kStrandedEdges{
     0,
     {}};
 
-/* A BLOCKED member of a FIFO group also waits while another member runs
- * or is READY: one put back by retry() has a lower id than the one
- * running, which release() after a finish never meets (it releases the
- * group's lowest member once the running one is gone). Read by the
- * group's index, once per round and group. */
-spi::Statement kStrandedBlocked{"stranded blocked",
-                                "SELECT j.id FROM pqrun.job_live j WHERE j.status = 'BLOCKED'"
-                                "   AND NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = j.id)"
-                                "   AND (j.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
-                                "        WHERE o.fifo_key = j.fifo_key AND o.id <> j.id"
-                                "          AND (o.id < j.id OR o.status <> 'BLOCKED')))"
-                                " ORDER BY j.id LIMIT 1000",
-                                0,
-                                {}};
+/* The BLOCKED jobs after id $1, 1,000 in id order (job_live_blocked), each
+ * with 'stranded' when it has nothing left to wait for: no dependency, and
+ * no other member of its FIFO group running, READY or ahead of it. A
+ * BLOCKED member of a FIFO group also waits while another member runs or is
+ * READY: one put back by retry() has a lower id than the one running,
+ * which release() after a finish never meets (it releases the group's
+ * lowest member once the running one is gone). */
+constexpr int kBlockedWindow = 1000;
+spi::Statement kStrandedBlocked{
+    "stranded blocked",
+    "WITH w AS (SELECT id, fifo_key FROM pqrun.job_live WHERE status = 'BLOCKED' AND id > $1 ORDER BY id LIMIT 1000)"
+    " SELECT w.id, CASE WHEN NOT EXISTS (SELECT 1 FROM pqrun.job_dep d WHERE d.job_id = w.id)"
+    "   AND (w.fifo_key IS NULL OR NOT EXISTS (SELECT 1 FROM pqrun.job_live o"
+    "        WHERE o.fifo_key = w.fifo_key AND o.id <> w.id AND (o.id < w.id OR o.status <> 'BLOCKED')))"
+    "   THEN 'stranded' END FROM w ORDER BY w.id",
+    1,
+    {INT8OID}};
 
 spi::Statement kRunningHolders{"running holders",
                                "SELECT id, holder_pid, fifo_key, " PQRUN_SELECT_HOLDER_STARTED " FROM pqrun.job_live"
@@ -246,6 +249,31 @@ RescueOrphans()
 	return rescued;
 }
 
+/* Where each round's look for stranded BLOCKED jobs goes on, per shard (0:
+ * the database's own tables; a few shards, the others start again from the
+ * first): a round reads kBlockedWindow of them from there, wrapping round,
+ * so that it costs as much beside a million BLOCKED jobs as beside a
+ * thousand, and every one is looked at within backlog / kBlockedWindow
+ * rounds. */
+struct BlockedCursor {
+	int64 shard;
+	int64 after;
+};
+BlockedCursor blocked_cursors[16];
+int next_blocked_cursor = 0;
+
+int64 &
+BlockedCursorOf(int64 shard)
+{
+	for (BlockedCursor &c : blocked_cursors)
+		if (c.shard == shard)
+			return c.after;
+	BlockedCursor &c = blocked_cursors[next_blocked_cursor];
+	next_blocked_cursor = (next_blocked_cursor + 1) % lengthof(blocked_cursors);
+	c = BlockedCursor{shard, 0};
+	return c.after;
+}
+
 } // namespace
 
 /* ApplyRetention removes the finished jobs that pqrun.retention and
@@ -331,9 +359,13 @@ RunLive()
 	IdList edges = CopyIds(Exec(stmts::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
 	for (uint64 i = 0; i < edges.count; i++)
 		AfterFinish(edges.ids[i], ParseStatus(edges.labels[i]), true, nullptr);
-	IdList stranded = CopyIds(Exec(stmts::kStrandedBlocked, nullptr, nullptr, SPI_OK_SELECT), false);
-	for (uint64 i = 0; i < stranded.count; i++)
-		counts.unblocked += Release(stranded.ids[i]) ? 1 : 0;
+	int64 &after = BlockedCursorOf(citus::ShardOf());
+	Datum window_values[1] = {Int64GetDatum(after)};
+	IdList window = CopyIds(Exec(stmts::kStrandedBlocked, window_values, nullptr, SPI_OK_SELECT), true);
+	after = window.count < static_cast<uint64>(stmts::kBlockedWindow) ? 0 : window.ids[window.count - 1];
+	for (uint64 i = 0; i < window.count; i++)
+		if (window.labels[i] != nullptr)
+			counts.unblocked += Release(window.ids[i]) ? 1 : 0;
 
 	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
 	/* Pickups skip promoting until then (wake.hpp). */

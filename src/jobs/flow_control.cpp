@@ -242,6 +242,13 @@ CompareControls(const void *a, const void *b)
 	return CompareQueues(x->queue, x->queue_len, y->queue, y->queue_len);
 }
 
+int
+CompareIds(const void *a, const void *b)
+{
+	int64 x = (*static_cast<const Control *const *>(a))->id, y = (*static_cast<const Control *const *>(b))->id;
+	return (x > y) - (x < y);
+}
+
 /* The controls of one queue: controls[lo] to controls[hi - 1]. */
 struct ControlRange {
 	int lo;
@@ -617,26 +624,39 @@ Reload(uint64 gen)
 	cache_db = MyDatabaseId;
 	if (changed_here || shared == nullptr)
 		return;
+	/* The controls by id, so that each counter and key bucket finds its own
+	 * with a binary search while the lock is held. */
+	const Control **by_id = static_cast<const Control **>(palloc(sizeof(Control *) * Max(ncontrols, 1)));
+	for (int j = 0; j < ncontrols; j++)
+		by_id[j] = &controls[j];
+	qsort(by_id, ncontrols, sizeof(Control *), CompareIds);
+	auto find = [by_id](int64 id) -> const Control * {
+		int lo = 0, hi = ncontrols;
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+			if (by_id[mid]->id < id)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		return lo < ncontrols && by_id[lo]->id == id ? by_id[lo] : nullptr;
+	};
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < kMaxCounters; i++) {
 		if (shared->counters[i].dboid != MyDatabaseId)
 			continue;
-		const Control *kept = nullptr;
-		for (int j = 0; j < ncontrols && kept == nullptr; j++)
-			if (controls[j].id == shared->counters[i].control_id && Counted(controls[j]))
-				kept = &controls[j];
-		if (kept == nullptr)
+		const Control *kept = find(shared->counters[i].control_id);
+		if (kept == nullptr || !Counted(*kept))
 			FreeCounter(i);
 		else if (!Placed(*kept) && shared->counters[i].placed)
 			FreePlaces(i); /* a limit removed, a rate kept: counted afresh when a limit comes back */
 	}
-	FreeKeyBuckets([](int64 control_id) {
-		for (int j = 0; j < ncontrols; j++)
-			if (controls[j].id == control_id)
-				return controls[j].rate_per_key <= 0;
-		return true;
+	FreeKeyBuckets([&find](int64 control_id) {
+		const Control *c = find(control_id);
+		return c == nullptr || c->rate_per_key <= 0;
 	});
 	LWLockRelease(shared->lock);
+	pfree(by_id);
 }
 
 /* EnsureCounter finds or makes control `c`'s counter, loading a limit's

@@ -12,13 +12,20 @@ namespace pqrun::keyed_queues {
 namespace stmts {
 
 #define MARK_IS_IDLE                                                                                                   \
-	" c.keyed AND c.job_type IS NULL AND c.concurrency_key IS NULL"                                                    \
+	" (c.keyed AND c.job_type IS NULL AND c.concurrency_key IS NULL"                                                   \
 	" AND c.updated_at < pg_catalog.now() - interval '1 minute'"                                                       \
-	" AND NOT EXISTS (SELECT FROM pqrun.job_live j WHERE j.queue = c.queue AND j.concurrency_key IS NOT NULL)"
+	" AND NOT EXISTS (SELECT FROM pqrun.job_live j WHERE j.queue = c.queue AND j.concurrency_key IS NOT NULL))"
 
-/* The marks that look idle now (the lock decides: IsIdle below). */
+/* The queues' own rows after queue $1, 256 in order of the queue (by
+ * queue_control_key), each with whether its mark looks idle now (the lock
+ * decides: kClearMark). */
+constexpr int kWindow = 256;
 spi::Statement kIdleMarks{"idle keyed marks",
-                          "SELECT c.queue FROM pqrun.queue_control c WHERE" MARK_IS_IDLE " LIMIT 256", 0, {}};
+                          "SELECT c.queue, " MARK_IS_IDLE " FROM (SELECT * FROM pqrun.queue_control"
+                          "   WHERE queue > $1 AND job_type IS NULL AND concurrency_key IS NULL"
+                          "   ORDER BY queue LIMIT 256) c ORDER BY c.queue",
+                          1,
+                          {TEXTOID}};
 
 /* Clears the mark of queue $1 if it is idle under a snapshot taken now,
  * passing over a row someone holds (a control being set). */
@@ -78,12 +85,21 @@ ForgetIdle()
 {
 	if (IsolationUsesXactSnapshot() || citus::JobTablesDistributed() || !Installed())
 		return 0;
-	uint64 n = spi::Exec(stmts::kIdleMarks, nullptr, nullptr, SPI_OK_SELECT);
-	if (n == 0)
-		return 0;
-	Datum *queues = static_cast<Datum *>(palloc(sizeof(Datum) * n));
-	for (uint64 i = 0; i < n; i++)
-		queues[i] = PointerGetDatum(cstring_to_text(spi::ColText(i, 1)));
+	/* Where the last call stopped: each looks at kWindow queues, wrapping
+	 * round, so that a round costs as much beside 10,000 queues as beside
+	 * 256 and each queue is looked at within queues / kWindow rounds. */
+	static char *after = nullptr;
+	Datum window_values[1] = {CStringGetTextDatum(after ? after : "")};
+	uint64 examined = spi::Exec(stmts::kIdleMarks, window_values, nullptr, SPI_OK_SELECT);
+	Datum *queues = static_cast<Datum *>(palloc(sizeof(Datum) * Max(examined, 1)));
+	uint64 n = 0;
+	for (uint64 i = 0; i < examined; i++)
+		if (spi::ColBool(i, 2))
+			queues[n++] = PointerGetDatum(cstring_to_text(spi::ColText(i, 1)));
+	char *last = examined == static_cast<uint64>(stmts::kWindow) ? spi::ColText(examined - 1, 1) : nullptr;
+	if (after)
+		pfree(after);
+	after = last ? MemoryContextStrdup(TopMemoryContext, last) : nullptr;
 	int64 cleared = 0;
 	for (uint64 i = 0; i < n; i++) {
 		LOCKTAG tag = TagOf(queues[i]);

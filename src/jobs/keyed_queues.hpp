@@ -36,9 +36,10 @@ constexpr uint32 kBuckets = 64;
 void LockShared(Datum queue);
 
 /* ForgetIdle clears the mark of keyed queues that hold no job with a key
- * and were marked over a minute ago (up to a few hundred per call), and
- * drops their rows where nothing else is left in them; answers how many it
- * cleared. Passes over a queue whose lock or row is held (the next round
+ * and were marked over a minute ago, and drops their rows where nothing
+ * else is left in them; answers how many it cleared. Each call looks at 256
+ * queues, from where the last one stopped (its process's), so that a round
+ * costs the same however many queues have controls. Passes over a queue whose lock or row is held (the next round
  * takes it), and does nothing under a transaction snapshot (REPEATABLE
  * READ: it must see what committed after its lock), on Citus, or before
  * the update to 0.18.0. SPI must be connected. */
