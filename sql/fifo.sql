@@ -185,3 +185,13 @@ SELECT pqrun.retry(40);
 SELECT id, status FROM pqrun.jobs WHERE id = 40;
 
 SELECT id, job_type, fifo_key, status FROM pqrun.jobs WHERE fifo_key IS NOT NULL ORDER BY id;
+
+-- One call into 20,000 groups takes 1,024 group locks at most: the groups
+-- share 1,024 locks (0.17.0 took one per group, and this call failed with
+-- 53200, out of shared memory, at the default max_locks_per_transaction).
+BEGIN;
+SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'many', 'fifo_key', 'group-' || g))
+                                            FROM generate_series(1, 20000) g));
+SELECT count(*) BETWEEN 1000 AND 1024 AS bounded FROM pg_locks
+ WHERE locktype = 'advisory' AND classid = 1886745198 AND pid = pg_backend_pid();
+ROLLBACK;

@@ -69,15 +69,20 @@ namespace {
 constexpr int kMaxErrorChars = 10000;
 
 /* A FIFO group's lock is the transaction-level advisory lock
- * pg_advisory_xact_lock(kFifoLockClass, hashtext(fifo_key)) would take, so
- * that operators can see it in pg_locks as such (classid 'pqrn'). */
+ * pg_advisory_xact_lock(kFifoLockClass, hashtext(fifo_key) & 1023) would
+ * take, so that operators can see it in pg_locks as such: one of
+ * kFifoLockBuckets, which groups share, so that a call into 20,000 groups
+ * takes 1,024 locks at most instead of filling the server's lock table
+ * (53200). Groups that share a bucket only wait for each other's writes. */
 constexpr uint32 kFifoLockClass = 1886745198;
+constexpr uint32 kFifoLockBuckets = 1024;
 
 uint32
 GroupHash(const char *fifo_key)
 {
-	return static_cast<uint32>(
-	    DatumGetInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(fifo_key))));
+	return static_cast<uint32>(DatumGetInt32(
+	           DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(fifo_key)))) &
+	       (kFifoLockBuckets - 1);
 }
 
 void
