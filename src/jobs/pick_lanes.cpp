@@ -146,7 +146,9 @@ struct Generations {
 Generations
 GenerationsOf(const char *queue)
 {
-	return Generations{wake::QueueGen(queue), wake::ControlsGen()};
+	uint64 queue_gen;
+	wake::QueueGens(&queue, 1, &queue_gen);
+	return Generations{queue_gen, wake::ControlsGen()};
 }
 
 /* StillBlocked answers whether cursor `c`'s queue is known to have every
@@ -368,9 +370,9 @@ Pick(const Request &r, const Receiver &to)
 	 * their hints and steps. A transaction snapshot (REPEATABLE READ, the
 	 * SQL statements only) may be older than that: its looks are not kept. */
 	uint64 gen = wake::HintGen();
-	Generations *gens = static_cast<Generations *>(palloc(sizeof(Generations) * nqueues));
-	for (int q = 0; q < nqueues; q++)
-		gens[q] = GenerationsOf(queues[q]);
+	uint64 controls_gen = wake::ControlsGen();
+	uint64 *queue_gens = static_cast<uint64 *>(palloc(sizeof(uint64) * nqueues));
+	wake::QueueGens(queues, nqueues, queue_gens);
 	bool keep = !IsolationUsesXactSnapshot();
 	/* Below the executor when pick_direct.hpp can, else through SQL. */
 	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
@@ -381,12 +383,13 @@ Pick(const Request &r, const Receiver &to)
 		if (r.gated && flow_control::QueueBlocked(queue))
 			continue;
 		Cursor &cursor = CursorOf(queues[q]);
-		if (StillBlocked(cursor, gens[q])) {
+		Generations gens{queue_gens[q], controls_gen};
+		if (StillBlocked(cursor, gens)) {
 			flow_control::NoteLimitedLook();
 			continue;
 		}
 		TimestampTz began = GetCurrentTimestamp();
-		int visited = 0, had = *to.claimed;
+		int visited = 0, claimed_before = *to.claimed;
 		bool all_blocked = true;
 		bool known = keep && cursor.nsteps > 0 &&
 		             wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
@@ -440,7 +443,7 @@ Pick(const Request &r, const Receiver &to)
 			    return true;
 		    },
 		    [&] { return *to.claimed - before >= r.want; });
-		NoteWalk(cursor, gens[q], began, visited, all_blocked && *to.claimed == had);
+		NoteWalk(cursor, gens, began, visited, all_blocked && *to.claimed == claimed_before);
 	}
 	if (direct)
 		scan.Close();

@@ -462,19 +462,23 @@ LowerHint(PickKey key)
 	UpdateMySlot([key](shmem::DatabaseSlot &slot) { LowerIn(slot.wake, key); });
 }
 
-uint64
-QueueGen(const char *queue)
+void
+QueueGens(const char *const *queues, int n, uint64 *gens)
 {
+	for (int i = 0; i < n; i++)
+		gens[i] = 0;
 	shmem::SharedState *shared = shmem::Shared();
-	uint64 gen = 0;
-	if (shared == nullptr)
-		return gen;
-	uint32 hash = Hash(queue);
+	if (shared == nullptr || n == 0)
+		return;
+	uint32 *hashes = static_cast<uint32 *>(palloc(sizeof(uint32) * n));
+	for (int i = 0; i < n; i++)
+		hashes[i] = Hash(queues[i]) % DatabaseState::kQueueGens;
 	LWLockAcquire(shared->lock, LW_SHARED);
 	if (shmem::DatabaseSlot *slot = MySlot(shared))
-		gen = slot->wake.queue_gen[hash % DatabaseState::kQueueGens];
+		for (int i = 0; i < n; i++)
+			gens[i] = slot->wake.queue_gen[hashes[i]];
 	LWLockRelease(shared->lock);
-	return gen;
+	pfree(hashes);
 }
 
 uint64

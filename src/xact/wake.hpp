@@ -58,13 +58,13 @@ void LowerHint(PickKey key);
 uint64 HintGen();
 bool NothingReadyBelow(PickKey key, uint64 gen);
 
-/* QueueGen answers a generation of `queue` (0 without shared state) that
- * every commit moves that made one of its jobs READY or freed a place in
- * one of its limits, and so does the rollback of a claim of one of its
- * jobs; a change of the controls moves ControlsGen instead. What a look
- * found of a queue that only those change holds while both stay (several
- * queues share a generation). */
-uint64 QueueGen(const char *queue);
+/* QueueGens sets gens[i] to a generation of queues[i] (0 without shared
+ * state), all read under one lock: every commit that made one of the
+ * queue's jobs READY or freed a place in one of its limits moves it, and so
+ * does the rollback of a claim of one of its jobs; a change of the controls
+ * moves ControlsGen instead. What a look found of a queue that only those
+ * change holds while both stay (several queues share a generation). */
+void QueueGens(const char *const *queues, int n, uint64 *gens);
 
 /* NoteFreed records that a running job of (queue, job_type) ended in the
  * current transaction: a waiter held back by a concurrency limit
