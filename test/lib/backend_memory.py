@@ -1,5 +1,5 @@
 # test/lib/backend_memory.py — what the Python-driven shell tests that
-# measure a backend share (test/shell/memory.sh, test/shell/resources.sh):
+# measure a backend share (test/shell/memory.sh, resources.sh, keyed_queues.sh):
 # the verdict lines and a backend's private peak memory.
 #
 # Imported with PYTHONPATH=test/lib. A backend's memory is read from

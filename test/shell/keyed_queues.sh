@@ -53,15 +53,11 @@ psql -X -q -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION 
 pid=$(psql -X -qtA -d "$db" -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
 [ -r "/proc/$pid/stat" ] || { echo "cannot read the server's /proc/<pid>/stat here"; exit 77; }
 
-PGDATABASE=$db "$py" - <<'PY'
-import json, os, re, threading, time
+PGDATABASE=$db PYTHONPATH="$repo/test/lib" "$py" - <<'PY'
+import os, threading, time
 import psycopg
-
-failures = 0
-def check(name, ok, detail=""):
-    global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
-    failures += 0 if ok else 1
+import backend_memory
+from backend_memory import check
 
 admin = psycopg.connect("", autocommit=True)
 def a(sql, args=None):
@@ -315,6 +311,6 @@ with psycopg.connect("", autocommit=True) as waiter:
     used = cpu_seconds(wpid) - used
     t.join()
 check(f"a pickup waiting in front of 2,000 full keys used {used:.2f} s of CPU in 3 s (a tenth at most)", used < 0.3)
-print(f"keyed_queues: {failures} failure(s)")
-raise SystemExit(1 if failures else 0)
+print(f"keyed_queues: {backend_memory.failures} failure(s)")
+raise SystemExit(1 if backend_memory.failures else 0)
 PY
