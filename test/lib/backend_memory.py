@@ -7,13 +7,25 @@
 import psycopg
 
 failures = 0
+failed = []  # the lines of the failed checks, repeated by summary()
 
 
 def check(name, ok, detail=""):
     """Print "ok  NAME" or "FAIL NAME: DETAIL" and count the failure."""
     global failures
-    print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+    line = f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}"
+    print(line, flush=True)
     failures += 0 if ok else 1
+    if not ok:
+        failed.append(line)
+
+
+def summary(test):
+    """The failed checks again, last (test/run.sh shows a failed test's
+    last lines), then the count."""
+    for line in failed:
+        print(line)
+    print(f"{test}: {failures} failure(s)", flush=True)
 
 
 def hwm_kb(pid):

@@ -311,6 +311,6 @@ with psycopg.connect("", autocommit=True) as waiter:
     used = cpu_seconds(wpid) - used
     t.join()
 check(f"a pickup waiting in front of 2,000 full keys used {used:.2f} s of CPU in 3 s (a tenth at most)", used < 0.3)
-print(f"keyed_queues: {backend_memory.failures} failure(s)")
+backend_memory.summary("keyed_queues")
 raise SystemExit(1 if backend_memory.failures else 0)
 PY

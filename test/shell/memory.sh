@@ -97,7 +97,7 @@ for keys in (5000, 50000):
           flush=True)
 check("await_jobs over 50,000 keys: peak memory within 10x of 5,000 keys' plus 8 MB, under 100 MB",
       looks[50000] <= 10 * looks[5000] + 8 and looks[50000] < 100, f"{looks[5000]:.1f} MB, {looks[50000]:.1f} MB")
-print(f"memory: {backend_memory.failures} failure(s)")
+backend_memory.summary("memory")
 raise SystemExit(1 if backend_memory.failures else 0)
 PY
 status=$?
