@@ -27,7 +27,9 @@
 # the session's private peak memory (VmHWM less RssShmem of its backend in
 # /proc, over warm-up and call, so that a copy of what the world holds
 # shows) within 4 MB of the small world's; the buffers the call hit or read
-# within 2x + 50 of the small world's: EXPLAIN (ANALYZE, BUFFERS) of the
+# within 2x + 50 of the small world's (2x + 600 for a call that may recount
+# the full limit's places, 256 a time, or not: MAY_RECOUNT): EXPLAIN
+# (ANALYZE, BUFFERS) of the
 # statement, and for CALL await_jobs (which commits inside, and
 # pg_stat_statements is not preloaded in the test server) the blocks of
 # pqrun's tables and indexes in pg_statio_all_tables, least of three
@@ -113,9 +115,18 @@ KNOWN = {
     "run_maintenance": 5,
 }
 
+# Calls that may take a job of the world's full queue, and so recount 256 of
+# its places (up to about 600 buffers) when its last recount is 20 ms old:
+# whether one does depends on what the server's other sessions did
+# meanwhile, in either world, so the recount's constant is allowed for.
+MAY_RECOUNT = {"pickup by job type", "pickup, unfiltered", "pickup, unfiltered, finding nothing",
+               "await_jobs, unfiltered"}
+
 def check_buffers(what, small, large, detail):
+    slack = 600 if what in MAY_RECOUNT else 50
     if what not in KNOWN:
-        check(f"{what}: buffers beside {LARGE:,} within 2x + 50 of beside {SMALL:,}", large <= 2 * small + 50, detail)
+        check(f"{what}: buffers beside {LARGE:,} within 2x + {slack} of beside {SMALL:,}", large <= 2 * small + slack,
+              detail)
     elif large <= small + small // 5 + 50:
         # Flat, not merely near the bound (the small world's figure moves
         # with what the rest of the server does meanwhile).
