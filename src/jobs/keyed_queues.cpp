@@ -3,6 +3,7 @@
 #include "jobs/keyed_queues.hpp"
 
 #include "jobs/flow_control.hpp"
+#include "jobs/queue_control.hpp"
 #include "pg/citus.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
@@ -36,14 +37,6 @@ spi::Statement kClearMark{"clear keyed mark",
                           " WHERE c.ctid = l.ctid AND" MARK_IS_IDLE,
                           1,
                           {TEXTOID}};
-
-/* Then its row goes if it holds nothing else. */
-spi::Statement kDropIdleRow{"drop idle queue row",
-                            "DELETE FROM pqrun.queue_control WHERE queue = $1 AND job_type IS NULL"
-                            "   AND concurrency_key IS NULL AND NOT paused AND max_running IS NULL AND rate IS NULL"
-                            "   AND max_running_per_key IS NULL AND NOT keyed AND rate_per_key IS NULL",
-                            1,
-                            {TEXTOID}};
 
 #undef MARK_IS_IDLE
 
@@ -108,7 +101,7 @@ ForgetIdle()
 		Datum values[1] = {queues[i]};
 		if (spi::Exec(stmts::kClearMark, values, nullptr, SPI_OK_UPDATE) == 0)
 			continue;
-		(void)spi::Exec(stmts::kDropIdleRow, values, nullptr, SPI_OK_DELETE);
+		queue_control::ForgetIdle(DatumGetTextPP(queues[i])); /* its row, if nothing else is in it */
 		cleared++;
 	}
 	if (cleared > 0)

@@ -134,13 +134,6 @@ EnterQueue(text *queue)
 		citus::EnterQueue(text_to_cstring(queue));
 }
 
-void
-ForgetIdle(text *queue)
-{
-	Datum values[1] = {PointerGetDatum(queue)};
-	spi::Exec(stmts::kForgetIdle, values, nullptr, SPI_OK_DELETE);
-}
-
 /* Change runs `set` (when `setting`) or `remove` with `values` (queue,
  * job_type, then what `set` sets), then announces the change. */
 void
@@ -212,6 +205,13 @@ SetKeyRate(text *queue, text *key, double per_second, int32 burst)
 		Change(per_second > 0, stmts::kSetKeyRate, stmts::kRemoveKeyRate, values, nulls);
 	else
 		Change(per_second > 0, stmts::kSetRatePerKey, stmts::kRemoveRatePerKey, values, nulls);
+}
+
+void
+ForgetIdle(text *queue)
+{
+	Datum values[1] = {PointerGetDatum(queue)};
+	spi::Exec(stmts::kForgetIdle, values, nullptr, SPI_OK_DELETE);
 }
 
 } // namespace pqrun::queue_control

@@ -38,4 +38,9 @@ void SetRate(text *queue, text *job_type, double per_second, int32 burst);
  * it. */
 void SetKeyRate(text *queue, text *key, double per_second, int32 burst);
 
+/* ForgetIdle drops the rows of `queue` that neither pause nor limit
+ * anything and do not mark it keyed (after a control is removed, or its
+ * keyed mark cleared: keyed_queues.cpp). */
+void ForgetIdle(text *queue);
+
 } // namespace pqrun::queue_control
