@@ -146,3 +146,61 @@ PQRUN_FUNCTION(pqrun_set_key_rate_limit)
 	spi::Finish();
 	PG_RETURN_VOID();
 }
+
+namespace {
+
+/* ControlsChangedIn tells flow control of the queues of the rows of a
+ * transition table `rows` (`desc`), and whether any of them held a pause or
+ * a limit (a change of which may let a waiter claim). */
+void
+ControlsChangedIn(Tuplestorestate *rows, TupleDesc desc)
+{
+	if (rows == nullptr)
+		return;
+	const int queue = SPI_fnumber(desc, "queue");
+	const int paused = SPI_fnumber(desc, "paused");
+	/* The columns of limits: any of them set makes the row one that holds
+	 * jobs back. */
+	const int limits[] = {SPI_fnumber(desc, "max_running"), SPI_fnumber(desc, "rate"),
+	                      SPI_fnumber(desc, "max_running_per_key"), SPI_fnumber(desc, "rate_per_key")};
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	/* A read pointer of its own: another trigger may read the same table. */
+	tuplestore_select_read_pointer(rows, tuplestore_alloc_read_pointer(rows, EXEC_FLAG_REWIND));
+	tuplestore_rescan(rows);
+	while (tuplestore_gettupleslot(rows, true, false, slot)) {
+		bool isnull;
+		bool holds = DatumGetBool(slot_getattr(slot, paused, &isnull)) && !isnull;
+		for (int a : limits) {
+			(void)slot_getattr(slot, a, &isnull);
+			holds = holds || !isnull;
+		}
+		Datum name = slot_getattr(slot, queue, &isnull);
+		const text *t = isnull ? nullptr : DatumGetTextPP(name);
+		flow_control::NoteQueueChanged(t ? VARDATA_ANY(t) : nullptr, t ? VARSIZE_ANY_EXHDR(t) : 0, holds);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+}
+
+} // namespace
+
+/* pqrun._controls_changed(): the statement-level triggers of
+ * pqrun.queue_control (0.19.0) tell flow control which queues' controls a
+ * statement changed, pqrun's own writes and an owner's INSERT, UPDATE,
+ * DELETE, COPY or TRUNCATE alike, so that each session reads only those
+ * again (flow_control.cpp, EnsureCache). */
+PQRUN_FUNCTION(pqrun_controls_changed)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("pqrun._controls_changed() is called by the triggers of pqrun.queue_control only")));
+	const TriggerData *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
+	flow_control::NoteTriggerFired();
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigger->tg_event)) {
+		flow_control::NoteQueueChanged(nullptr, 0, true);
+	} else {
+		TupleDesc desc = RelationGetDescr(trigger->tg_relation);
+		ControlsChangedIn(trigger->tg_oldtable, desc);
+		ControlsChangedIn(trigger->tg_newtable, desc);
+	}
+	return PointerGetDatum(nullptr);
+}

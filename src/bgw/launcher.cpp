@@ -146,6 +146,7 @@ Rescan(shmem::SharedState *shared)
 			if (known || s.state != SlotState::kFree)
 				continue;
 			s = DatabaseSlot{oids[j], SlotState::kProbe, 0, nullptr, now, 0, 0, {}};
+			s.wake.controls_gen = s.wake.controls_gen0 = static_cast<uint64>(now);
 			known = true;
 		}
 		waiting = waiting || !known;

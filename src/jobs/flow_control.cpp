@@ -21,12 +21,13 @@ namespace pqrun::flow_control {
 
 namespace stmts {
 
-spi::Statement kLoadControls{
-    "load controls",
-    "SELECT id, queue, job_type, paused, max_running, rate, burst" PQRUN_CONTROL_KEYS PQRUN_CONTROL_KEY_RATES
-    " FROM pqrun.queue_control",
-    0,
-    {}};
+#define PQRUN_CONTROL_COLUMNS                                                                                          \
+	"SELECT id, queue, job_type, paused, max_running, rate, burst" PQRUN_CONTROL_KEYS PQRUN_CONTROL_KEY_RATES        \
+	" FROM pqrun.queue_control"
+spi::Statement kLoadControls{"load controls", PQRUN_CONTROL_COLUMNS, 0, {}};
+
+/* The controls of one queue, read again after a change of them. */
+spi::Statement kLoadQueueControls{"load controls of a queue", PQRUN_CONTROL_COLUMNS " WHERE queue = $1", 1, {TEXTOID}};
 
 /* The jobs a limit counts, when it is first needed, with their keys. */
 /* The runs a limit counts when its count starts: the RUNNING jobs as
@@ -159,13 +160,30 @@ struct Control {
 };
 Control *controls = nullptr;
 int ncontrols = 0;
+int controls_room = 0;
 bool cache_valid = false;
 uint64 cache_gen = 0;
 Oid cache_db = InvalidOid;
-bool any_limit = false;      /* some control has a concurrency limit */
+int nplaced = 0;             /* controls with a concurrency limit */
 bool keys_installed = false; /* pqrun.queue_control has the columns of keys (0.10.0) */
 
 bool changed_here = false; /* this transaction changed the controls */
+/* The trigger on pqrun.queue_control (0.19.0) told of this transaction's
+ * changes, queue by queue: a write of an older install, without it, stands
+ * for a change of every queue's controls. */
+bool trigger_fired = false;
+/* The queues whose controls this transaction changed, in TopMemoryContext:
+ * the copy reads them again after each change (own_seq moved), which its
+ * own uncommitted writes and a subtransaction's rollback make, and once
+ * more after the transaction ended, committed or not. More than kMaxOwn
+ * (own_overflow): the whole copy is read instead. */
+constexpr int kMaxOwn = 64;
+char *own_names[kMaxOwn];
+int own_lens[kMaxOwn];
+int nown = 0;
+bool own_overflow = false;
+uint64 own_seq = 0;
+uint64 own_read = 0;
 /* The places of the claims whose runs this transaction ended, given back
  * at its commit (NoteEnded). More than kMaxEnded: every limit of the
  * database is looked at again instead (Counter::dirty). */
@@ -555,73 +573,125 @@ EnsureKeyBucket(const Control &c, uint64 key_hash, TimestampTz now)
 	return b;
 }
 
+/* FillControl copies row `r` of the last SPI result into `c`, its strings
+ * in the current memory context. */
+void
+FillControl(Control &c, uint64 r)
+{
+	bool isnull;
+	c.id = spi::ColInt64(r, 1);
+	c.queue = spi::ColText(r, 2);
+	c.queue_len = strlen(c.queue);
+	c.job_type = spi::ColText(r, 3);
+	c.job_type_len = c.job_type ? strlen(c.job_type) : 0;
+	c.paused = spi::ColBool(r, 4);
+	Datum max = spi::Col(r, 5, &isnull);
+	c.max_running = isnull ? -1 : DatumGetInt32(max);
+	Datum rate = spi::Col(r, 6, &isnull);
+	c.rate = isnull ? 0 : DatumGetFloat8(rate);
+	Datum burst = spi::Col(r, 7, &isnull);
+	c.burst = isnull ? 1 : DatumGetInt32(burst);
+	c.key = spi::ColText(r, 8);
+	c.key_len = c.key ? strlen(c.key) : 0;
+	Datum per_key = spi::Col(r, 9, &isnull);
+	c.max_per_key = isnull ? -1 : DatumGetInt32(per_key);
+	c.keyed = spi::ColBool(r, 10);
+	Datum rate_per_key = spi::Col(r, 11, &isnull);
+	c.rate_per_key = isnull ? 0 : DatumGetFloat8(rate_per_key);
+	Datum burst_per_key = spi::Col(r, 12, &isnull);
+	c.burst_per_key = isnull ? 1 : DatumGetInt32(burst_per_key);
+	c.counter = -1;
+}
+
+void
+FreeStrings(Control &c)
+{
+	pfree(c.queue);
+	if (c.job_type)
+		pfree(c.job_type);
+	if (c.key)
+		pfree(c.key);
+}
+
+/* Room makes the copy hold at least `n` controls. */
+void
+Room(int n)
+{
+	if (n <= controls_room)
+		return;
+	int room = Max(n, controls_room * 2);
+	controls = static_cast<Control *>(controls ? repalloc(controls, sizeof(Control) * room)
+	                                           : MemoryContextAlloc(TopMemoryContext, sizeof(Control) * room));
+	controls_room = room;
+}
+
+/* LoadQuery runs `stmt` (with `values`) as committed now, search_path
+ * pinned; 0 rows when pqrun.queue_control is not there (an install older
+ * than the library, before its update). */
+uint64
+LoadQuery(spi::Statement &stmt, Datum *values)
+{
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	Oid table = OidIsValid(namespace_id) ? get_relname_relid("queue_control", namespace_id) : InvalidOid;
+	keys_installed = OidIsValid(table) && get_attnum(table, "keyed") != InvalidAttrNumber;
+	if (!OidIsValid(table))
+		return 0;
+	int nest_level = guc::PinSearchPath();
+	uint64 n = spi::ExecLatest(stmt, values, nullptr, true);
+	guc::Unpin(nest_level);
+	return n;
+}
+
+/* FreeGone frees, lock held exclusively, the counters (and key buckets) of
+ * this database's controls for which `now_of(id)` answers nothing or a
+ * control that no longer counts, and the places of those that no longer
+ * place; `ours(id)` says which counters to look at. */
+template <typename Ours, typename NowOf>
+void
+FreeGone(Ours ours, NowOf now_of)
+{
+	for (int i = 0; i < kMaxCounters; i++) {
+		if (shared->counters[i].dboid != MyDatabaseId || !ours(shared->counters[i].control_id))
+			continue;
+		const Control *kept = now_of(shared->counters[i].control_id);
+		if (kept == nullptr || !Counted(*kept))
+			FreeCounter(i);
+		else if (!Placed(*kept) && shared->counters[i].placed)
+			FreePlaces(i); /* a limit removed, a rate kept: counted afresh when a limit comes back */
+	}
+	FreeKeyBuckets([&ours, &now_of](int64 control_id) {
+		if (!ours(control_id))
+			return false;
+		const Control *c = now_of(control_id);
+		return c == nullptr || c->rate_per_key <= 0;
+	});
+}
+
 /* Reload copies pqrun.queue_control as of now, and frees the counters of
  * this database's limits that are gone. */
 void
 Reload(uint64 gen)
 {
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	for (int i = 0; i < ncontrols; i++) {
-		pfree(controls[i].queue);
-		if (controls[i].job_type)
-			pfree(controls[i].job_type);
-		if (controls[i].key)
-			pfree(controls[i].key);
-	}
-	MemoryContextSwitchTo(old);
-	ncontrols = 0;
-	any_limit = false;
+	for (int i = 0; i < ncontrols; i++)
+		FreeStrings(controls[i]);
+	ncontrols = nplaced = 0;
 	cache_valid = false; /* until the copy is complete */
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	/* An install older than the library, before its update. */
-	Oid table = OidIsValid(namespace_id) ? get_relname_relid("queue_control", namespace_id) : InvalidOid;
-	bool exists = OidIsValid(table);
-	keys_installed = exists && get_attnum(table, "keyed") != InvalidAttrNumber;
-	uint64 n = 0;
-	if (exists) {
-		int nest_level = guc::PinSearchPath();
-		n = spi::ExecLatest(stmts::kLoadControls, nullptr, nullptr, true);
-		guc::Unpin(nest_level);
-	}
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	if (n > 0) {
-		controls = controls ? static_cast<Control *>(repalloc(controls, sizeof(Control) * n))
-		                    : static_cast<Control *>(palloc(sizeof(Control) * n));
-	}
+	uint64 n = LoadQuery(stmts::kLoadControls, nullptr);
+	Room(static_cast<int>(n));
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	for (uint64 r = 0; r < n; r++) {
-		bool isnull;
 		Control &c = controls[ncontrols++];
-		c.id = spi::ColInt64(r, 1);
-		c.queue = spi::ColText(r, 2);
-		c.queue_len = strlen(c.queue);
-		c.job_type = spi::ColText(r, 3);
-		c.job_type_len = c.job_type ? strlen(c.job_type) : 0;
-		c.paused = spi::ColBool(r, 4);
-		Datum max = spi::Col(r, 5, &isnull);
-		c.max_running = isnull ? -1 : DatumGetInt32(max);
-		Datum rate = spi::Col(r, 6, &isnull);
-		c.rate = isnull ? 0 : DatumGetFloat8(rate);
-		Datum burst = spi::Col(r, 7, &isnull);
-		c.burst = isnull ? 1 : DatumGetInt32(burst);
-		c.key = spi::ColText(r, 8);
-		c.key_len = c.key ? strlen(c.key) : 0;
-		Datum per_key = spi::Col(r, 9, &isnull);
-		c.max_per_key = isnull ? -1 : DatumGetInt32(per_key);
-		c.keyed = spi::ColBool(r, 10);
-		Datum rate_per_key = spi::Col(r, 11, &isnull);
-		c.rate_per_key = isnull ? 0 : DatumGetFloat8(rate_per_key);
-		Datum burst_per_key = spi::Col(r, 12, &isnull);
-		c.burst_per_key = isnull ? 1 : DatumGetInt32(burst_per_key);
-		c.counter = -1;
-		any_limit = any_limit || Placed(c);
+		FillControl(c, r);
+		nplaced += Placed(c);
 	}
 	if (ncontrols > 1)
 		qsort(controls, ncontrols, sizeof(Control), CompareControls);
 	MemoryContextSwitchTo(old);
-	/* What this transaction changed may still roll back: not to be kept. */
-	cache_valid = !changed_here;
+	cache_valid = true;
 	cache_gen = gen;
 	cache_db = MyDatabaseId;
+	/* What this transaction changed may still roll back: its counters
+	 * stay. */
 	if (changed_here || shared == nullptr)
 		return;
 	/* The controls by id, so that each counter and key bucket finds its own
@@ -642,21 +712,61 @@ Reload(uint64 gen)
 		return lo < ncontrols && by_id[lo]->id == id ? by_id[lo] : nullptr;
 	};
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < kMaxCounters; i++) {
-		if (shared->counters[i].dboid != MyDatabaseId)
-			continue;
-		const Control *kept = find(shared->counters[i].control_id);
-		if (kept == nullptr || !Counted(*kept))
-			FreeCounter(i);
-		else if (!Placed(*kept) && shared->counters[i].placed)
-			FreePlaces(i); /* a limit removed, a rate kept: counted afresh when a limit comes back */
-	}
-	FreeKeyBuckets([&find](int64 control_id) {
-		const Control *c = find(control_id);
-		return c == nullptr || c->rate_per_key <= 0;
-	});
+	FreeGone([](int64) { return true; }, find);
 	LWLockRelease(shared->lock);
 	pfree(by_id);
+}
+
+/* Patch reads the controls of `queue` (`len` bytes) again as of now, in
+ * place of those the copy holds, and frees the counters of those of them
+ * that are gone: a change of one queue's controls costs one descent of
+ * queue_control_key, however many controls there are. */
+void
+Patch(const char *queue, int len)
+{
+	Datum values[1] = {PointerGetDatum(cstring_to_text_with_len(queue, len))};
+	uint64 n = LoadQuery(stmts::kLoadQueueControls, values);
+	ControlRange range = RangeOf(queue, len);
+	int nold = range.hi - range.lo;
+	/* The controls it replaces, strings and all, until their counters are
+	 * seen to. */
+	Control *old_rows = static_cast<Control *>(palloc(sizeof(Control) * Max(nold, 1)));
+	memcpy(old_rows, &controls[range.lo], sizeof(Control) * nold);
+	cache_valid = false; /* until the copy is whole again */
+	Room(ncontrols - nold + static_cast<int>(n));
+	memmove(&controls[range.lo + n], &controls[range.hi], sizeof(Control) * (ncontrols - range.hi));
+	ncontrols += static_cast<int>(n) - nold;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	for (uint64 r = 0; r < n; r++) {
+		FillControl(controls[range.lo + r], r);
+		nplaced += Placed(controls[range.lo + r]);
+	}
+	MemoryContextSwitchTo(old);
+	for (int j = 0; j < nold; j++)
+		nplaced -= Placed(old_rows[j]);
+	cache_valid = true;
+	if (!changed_here && shared != nullptr && nold > 0) {
+		const Control *now_rows = &controls[range.lo];
+		int nnow = static_cast<int>(n);
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		FreeGone(
+		    [old_rows, nold](int64 id) {
+			    for (int j = 0; j < nold; j++)
+				    if (old_rows[j].id == id)
+					    return true;
+			    return false;
+		    },
+		    [now_rows, nnow](int64 id) -> const Control * {
+			    for (int j = 0; j < nnow; j++)
+				    if (now_rows[j].id == id)
+					    return &now_rows[j];
+			    return nullptr;
+		    });
+		LWLockRelease(shared->lock);
+	}
+	for (int j = 0; j < nold; j++)
+		FreeStrings(old_rows[j]);
+	pfree(old_rows);
 }
 
 /* EnsureCounter finds or makes control `c`'s counter, loading a limit's
@@ -1016,14 +1126,34 @@ KeysInstalled()
 	return OidIsValid(table) && get_attnum(table, "keyed") != InvalidAttrNumber;
 }
 
-/* EnsureCache reloads this backend's copy of the controls when a commit
- * changed them. */
+/* EnsureCache brings this backend's copy of the controls up to date: the
+ * queues whose controls the commits since the copy changed, and those this
+ * transaction changed, are read again; the whole table only when the
+ * database's ring of changes no longer tells which (wake.hpp). */
 void
 EnsureCache()
 {
-	uint64 gen = wake::ControlsGen();
-	if (!cache_valid || gen != cache_gen || gen == wake::kNoControlsGen || cache_db != MyDatabaseId || changed_here)
+	bool whole = !cache_valid || cache_db != MyDatabaseId || (changed_here && own_overflow);
+	wake::ChangedQueues changed;
+	uint64 gen = wake::ControlsChangedSince(whole ? wake::kNoControlsGen : cache_gen, &changed);
+	if (whole || gen == wake::kNoControlsGen || (gen != cache_gen && changed.count < 0)) {
 		Reload(gen);
+	} else {
+		for (int i = 0; i < changed.count; i++)
+			Patch(changed.names[i], changed.lens[i]);
+		cache_gen = gen;
+		if (own_read == own_seq)
+			return;
+		for (int i = 0; i < nown; i++)
+			Patch(own_names[i], own_lens[i]);
+	}
+	own_read = own_seq;
+	if (!changed_here) {
+		/* What the last transaction changed is now read as it ended. */
+		for (int i = 0; i < nown; i++)
+			pfree(own_names[i]);
+		nown = 0;
+	}
 }
 
 bool
@@ -1344,7 +1474,7 @@ NextTokenAt()
 void
 NoteEnded(const char *queue, const char *job_type, int64 job_id)
 {
-	if (!any_limit || cache_db != MyDatabaseId || shared == nullptr)
+	if (nplaced == 0 || cache_db != MyDatabaseId || shared == nullptr)
 		return;
 	ControlRange range = RangeOf(queue, strlen(queue));
 	bool limited = false;
@@ -1377,7 +1507,34 @@ void
 NoteChanged()
 {
 	changed_here = true;
-	wake::NoteControlsChanged();
+	if (!trigger_fired)
+		NoteQueueChanged(nullptr, 0, true);
+}
+
+void
+NoteQueueChanged(const char *queue, int len, bool wakes)
+{
+	changed_here = true;
+	own_seq++;
+	wake::NoteControlsChanged(queue, len, wakes);
+	if (own_overflow)
+		return;
+	for (int i = 0; i < nown; i++)
+		if (queue != nullptr && own_lens[i] == len && memcmp(own_names[i], queue, len) == 0)
+			return;
+	if (queue == nullptr || nown == kMaxOwn) {
+		own_overflow = true;
+		return;
+	}
+	own_names[nown] = static_cast<char *>(MemoryContextAlloc(TopMemoryContext, len));
+	memcpy(own_names[nown], queue, len);
+	own_lens[nown++] = len;
+}
+
+void
+NoteTriggerFired()
+{
+	trigger_fired = true;
 }
 
 namespace {
@@ -1386,8 +1543,13 @@ namespace {
 void
 Forget()
 {
-	if (changed_here)
-		cache_valid = false;
+	if (changed_here) {
+		/* Its changes are read again as they ended (EnsureCache). */
+		own_seq++;
+		if (own_overflow)
+			cache_valid = false;
+	}
+	own_overflow = trigger_fired = false;
 	ntaken = nended = 0;
 	ended_overflow = changed_here = false;
 	noted_keyed = nullptr; /* its memory goes with the transaction */
@@ -1429,6 +1591,7 @@ void
 AtSubAbort()
 {
 	noted_keyed = nullptr;
+	own_seq++; /* what it changed is read again */
 	int level = GetCurrentTransactionNestLevel();
 	GiveBack(level);
 	/* Its ends did not happen. */

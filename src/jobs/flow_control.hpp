@@ -136,8 +136,18 @@ TimestampTz NextTokenAt();
  * given back and waiters of a limited pair are woken. */
 void NoteEnded(const char *queue, const char *job_type, int64 job_id);
 
-/* NoteChanged records that this transaction changed pqrun.queue_control. */
+/* NoteChanged records that this transaction changed pqrun.queue_control
+ * through pqrun's own statements: queue by queue when the table's trigger
+ * (0.19.0) told which, else as a change of every queue's controls. */
 void NoteChanged();
+
+/* NoteQueueChanged records that this transaction changed the controls of
+ * `queue` (`len` bytes; nullptr: of every queue), and whether that may let
+ * a waiter claim (`wakes`: not for a keyed mark alone); NoteTriggerFired
+ * that the table's trigger runs in this transaction (api/sql_control.cpp,
+ * which calls both for every statement that writes pqrun.queue_control). */
+void NoteQueueChanged(const char *queue, int len, bool wakes);
+void NoteTriggerFired();
 
 /* The end of a transaction and of a subtransaction (hooks.cpp): places a
  * rolled-back claim took are given back; a committed subtransaction's

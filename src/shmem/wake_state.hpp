@@ -21,8 +21,31 @@ struct DatabaseState {
 	int64 lowered_neg_priority[kLowered];
 	int64 lowered_id[kLowered];
 	/* Bumped by every commit that changed pqrun.queue_control (and by
-	 * CREATE EXTENSION): backends reload their copy when it moves. */
+	 * CREATE EXTENSION): backends bring their copy up to date when it
+	 * moves. */
 	uint64 controls_gen;
+	/* Where controls_gen started when the slot was made (a time in
+	 * microseconds, so that a copy made under an earlier slot of the
+	 * database is never taken for one of this slot's). */
+	uint64 controls_gen0;
+	/* The queues whose controls the last commits changed, each with the
+	 * controls_gen its commit moved to, in a ring written in turn
+	 * (changed_next counts the entries ever written): a backend whose copy
+	 * is a few generations behind reads only those queues again. An entry
+	 * of length -1 stands for every queue (a commit that changed more than
+	 * kChangedPerCommit queues, a name longer than kChangedName bytes, a
+	 * COMMIT PREPARED, CREATE EXTENSION). */
+	static constexpr int kChanged = 32;
+	static constexpr int kChangedPerCommit = 8;
+	static constexpr int kChangedName = 128;
+	uint64 changed_next;
+	uint64 changed_gen[kChanged];
+	int32 changed_len[kChanged];
+	char changed_name[kChanged][kChangedName];
+	/* A transaction of the database that changed the controls was
+	 * prepared: every COMMIT PREPARED from then on stands for a change of
+	 * every queue's (what it changed is not known where it commits). */
+	bool prepared_controls;
 	/* Moved by every commit (or claim rollback) that made a job of a queue
 	 * READY or freed a place in one of its limits, by a hash of the queue
 	 * (QueueGen, wake.hpp). */

@@ -84,8 +84,16 @@ int64 ended_leases[kMaxPending];
 int nended = 0;
 bool ended_overflow = false;
 
-/* This transaction changed pqrun.queue_control. */
+/* This transaction changed pqrun.queue_control: the queues whose controls
+ * it changed, written into the database's ring at its commit (all_changed:
+ * more than one commit's share of the ring, or a name too long for it),
+ * and whether a waiter may now claim what it could not (controls_wake). */
 bool controls_changed = false;
+bool controls_wake = false;
+bool all_changed = false;
+char changed_names[DatabaseState::kChangedPerCommit][DatabaseState::kChangedName];
+int changed_lens[DatabaseState::kChangedPerCommit];
+int nchanged = 0;
 
 /* Smallest pickup keys this transaction made READY (lowered into the hint at
  * COMMIT) and left READY while locking or claiming them (lowered at ABORT,
@@ -169,7 +177,29 @@ Reset()
 	claimed_overflow_level = INT_MAX;
 	nended = 0;
 	ended_overflow = false;
-	controls_changed = false;
+	controls_changed = controls_wake = all_changed = false;
+	nchanged = 0;
+}
+
+/* PushChanged moves the controls' generation of `state` and writes its
+ * entries into the ring: this transaction's queues, or one that stands for
+ * all of them. */
+void
+PushChanged(DatabaseState &state, bool all)
+{
+	state.controls_gen++;
+	auto push = [&state](const char *name, int len) {
+		int at = static_cast<int>(state.changed_next++ % DatabaseState::kChanged);
+		state.changed_gen[at] = state.controls_gen;
+		state.changed_len[at] = len;
+		if (len > 0)
+			memcpy(state.changed_name[at], name, len);
+	};
+	if (all || nchanged == 0)
+		push(nullptr, -1);
+	else
+		for (int i = 0; i < nchanged; i++)
+			push(changed_names[i], changed_lens[i]);
 }
 
 /* WakeLeaseWaiters wakes this database's waiting heartbeats of the jobs
@@ -353,6 +383,10 @@ AfterPreparedEnded()
 {
 	/* Whatever the prepared transaction made READY, or READY again by
 	 * rolling back, is unknown here: every waiter looks. */
+	UpdateMySlot([](shmem::DatabaseSlot &slot) {
+		if (slot.wake.prepared_controls)
+			PushChanged(slot.wake, true);
+	});
 	WakeWaiters(nullptr, 0, true);
 	stats::InvalidateDatabase();
 }
@@ -426,7 +460,7 @@ ResetDatabase()
 		slot.wake.hint_gen++;
 		NoteLowered(slot.wake, PickKey{INT64_MIN, INT64_MIN});
 		slot.wake.next_due = 0;
-		slot.wake.controls_gen++;
+		PushChanged(slot.wake, true);
 	});
 }
 
@@ -547,21 +581,66 @@ NoteFreed(const char *queue, const char *job_type)
 }
 
 void
-NoteControlsChanged()
+NoteControlsChanged(const char *queue, int len, bool wakes)
 {
 	controls_changed = true;
+	controls_wake = controls_wake || wakes;
+	if (all_changed)
+		return;
+	if (queue == nullptr || len <= 0 || len > DatabaseState::kChangedName) {
+		all_changed = true;
+		return;
+	}
+	for (int i = 0; i < nchanged; i++)
+		if (changed_lens[i] == len && memcmp(changed_names[i], queue, len) == 0)
+			return;
+	if (nchanged == DatabaseState::kChangedPerCommit) {
+		all_changed = true;
+		return;
+	}
+	memcpy(changed_names[nchanged], queue, len);
+	changed_lens[nchanged++] = len;
 }
 
 uint64
 ControlsGen()
 {
+	return ControlsChangedSince(kNoControlsGen, nullptr);
+}
+
+uint64
+ControlsChangedSince(uint64 since, ChangedQueues *changed)
+{
 	shmem::SharedState *shared = shmem::Shared();
+	if (changed != nullptr)
+		changed->count = -1;
 	if (shared == nullptr)
 		return kNoControlsGen;
 	uint64 gen = kNoControlsGen;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	if (shmem::DatabaseSlot *slot = MySlot(shared))
-		gen = slot->wake.controls_gen;
+	if (shmem::DatabaseSlot *slot = MySlot(shared)) {
+		const DatabaseState &state = slot->wake;
+		gen = state.controls_gen;
+		/* Every commit since `since` left its entries in the ring, unless
+		 * they were written over or `since` is of an earlier slot. */
+		uint64 first = state.changed_next > DatabaseState::kChanged ? state.changed_next - DatabaseState::kChanged : 0;
+		bool complete = since != kNoControlsGen && since >= state.controls_gen0 && since <= gen &&
+		                (first == 0 || state.changed_gen[first % DatabaseState::kChanged] <= since);
+		if (changed != nullptr && complete) {
+			changed->count = 0;
+			for (uint64 e = first; e < state.changed_next && changed->count >= 0; e++) {
+				int at = static_cast<int>(e % DatabaseState::kChanged);
+				if (state.changed_gen[at] <= since)
+					continue;
+				if (state.changed_len[at] < 0 || changed->count == ChangedQueues::kMax) {
+					changed->count = -1;
+					break;
+				}
+				memcpy(changed->names[changed->count], state.changed_name[at], state.changed_len[at]);
+				changed->lens[changed->count++] = state.changed_len[at];
+			}
+		}
+	}
 	LWLockRelease(shared->lock);
 	return gen;
 }
@@ -767,11 +846,12 @@ AtCommit()
 				LowerIn(slot.wake, ready_key);
 			MoveQueueGens(slot.wake, pending, npending, overflow);
 		});
-	/* New controls (a resume, a raised limit) may let every waiter run. */
+	/* New controls (a resume, a raised limit) may let every waiter run; a
+	 * queue's keyed mark set or cleared lets none. */
 	if (controls_changed)
-		UpdateMySlot([](shmem::DatabaseSlot &slot) { slot.wake.controls_gen++; });
-	if (npending > 0 || overflow || controls_changed)
-		WakeWaiters(pending, npending, overflow || controls_changed);
+		UpdateMySlot([](shmem::DatabaseSlot &slot) { PushChanged(slot.wake, all_changed); });
+	if (npending > 0 || overflow || controls_wake)
+		WakeWaiters(pending, npending, overflow || controls_wake);
 	WakeLeaseWaiters();
 	LowerNextDue();
 	Reset();
@@ -795,6 +875,8 @@ AtPrepare()
 	KeepMin(&ready_key, held_key);
 	KeepMin(&ready_key, claimed_key);
 	LowerHintTo(ready_key);
+	if (controls_changed)
+		UpdateMySlot([](shmem::DatabaseSlot &slot) { slot.wake.prepared_controls = true; });
 	Reset();
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "pg/pg.hpp"
+#include "shmem/wake_state.hpp"
 
 namespace pqrun::wake {
 
@@ -71,14 +72,30 @@ void QueueGens(const char *const *queues, int n, uint64 *gens);
  * (flow_control.hpp) may take its place after the commit. */
 void NoteFreed(const char *queue, const char *job_type);
 
-/* NoteControlsChanged records that the current transaction changed
- * pqrun.queue_control; its commit moves ControlsGen() and wakes every
+/* NoteControlsChanged records that the current transaction changed the
+ * controls of `queue` (`len` bytes; nullptr: of any queue) in
+ * pqrun.queue_control; its commit moves ControlsGen() and, when `wakes`
+ * (a change that may let a waiter claim: not a keyed mark), wakes every
  * waiter of the database. ControlsGen answers kNoControlsGen when the
  * database has no slot (or there is no shared state): nothing tells of
  * changes then, so the controls must be read again each time. */
 constexpr uint64 kNoControlsGen = UINT64_MAX;
-void NoteControlsChanged();
+void NoteControlsChanged(const char *queue, int len, bool wakes);
 uint64 ControlsGen();
+
+/* The queues whose controls changed between two generations. */
+struct ChangedQueues {
+	static constexpr int kMax = 32;
+	int count; /* -1: not known, any queue's may have */
+	int lens[kMax];
+	char names[kMax][DatabaseState::kChangedName];
+};
+
+/* ControlsChangedSince answers ControlsGen() and fills `changed` with the
+ * queues whose controls the commits after generation `since` changed, as
+ * far as the database's ring of the last changes still tells (a name may
+ * come more than once). */
+uint64 ControlsChangedSince(uint64 since, ChangedQueues *changed);
 
 /* NoteDelayed records that a job becomes runnable at `run_after` with no
  * further event, so waiters can time their next look. */

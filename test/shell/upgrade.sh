@@ -82,6 +82,9 @@ indexes AS (
 constraints AS (
 	SELECT format('%s %s %s', conrelid::regclass, conname, pg_get_constraintdef(oid)) FROM pg_constraint
 	 WHERE connamespace = 'pqrun'::regnamespace AND conrelid NOT IN (SELECT oid FROM data_parts)),
+triggers AS (
+	SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+	 WHERE c.relnamespace = 'pqrun'::regnamespace AND NOT t.tgisinternal AND c.oid NOT IN (SELECT oid FROM data_parts)),
 types AS (
 	SELECT format('%s %s', enumtypid::regtype, string_agg(enumlabel, ',' ORDER BY enumsortorder)) FROM pg_enum
 	 WHERE enumtypid::regtype::text LIKE 'pqrun.%' GROUP BY enumtypid),
@@ -89,7 +92,7 @@ dumped AS (
 	SELECT format('pg_dump keeps %s %s', c.rel::regclass, c.cond)
 	  FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS c(rel, cond) WHERE e.extname = 'pqrun')
 SELECT fact FROM (SELECT fact FROM members UNION ALL TABLE functions UNION ALL TABLE columns
-                  UNION ALL TABLE relations UNION ALL TABLE indexes UNION ALL TABLE constraints
+                  UNION ALL TABLE relations UNION ALL TABLE indexes UNION ALL TABLE constraints UNION ALL TABLE triggers
                   UNION ALL TABLE types UNION ALL TABLE dumped) AS f(fact)
  ORDER BY 1;
 SQL
