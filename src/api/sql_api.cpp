@@ -354,7 +354,7 @@ PQRUN_FUNCTION(pqrun_reap_stale)
 		RaiseInvalid("default_stale_after must not be negative");
 	stale_after = AgeArg(stale_after);
 	Connect();
-	int32 reaped = queue::ReapStale(stale_after);
+	int32 reaped = maintenance::ReapStale(stale_after);
 	Finish();
 	PG_RETURN_INT32(reaped);
 }

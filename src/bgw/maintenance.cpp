@@ -18,6 +18,7 @@
 #include "pg/citus.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
+#include "shmem/shmem.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::maintenance {
@@ -61,11 +62,13 @@ spi::Statement kStrandedBlocked{
     1,
     {INT8OID}};
 
+/* The RUNNING jobs after id $1, queue::kRunningWindow of them in id order
+ * (job_live_running), with their holders (NULL: held by the lease alone). */
 spi::Statement kRunningHolders{"running holders",
                                "SELECT id, holder_pid, fifo_key, " PQRUN_SELECT_HOLDER_STARTED " FROM pqrun.job_live"
-                               " WHERE status = 'RUNNING' AND holder_pid IS NOT NULL ORDER BY id",
-                               0,
-                               {}};
+                               " WHERE status = 'RUNNING' AND id > $1 ORDER BY id LIMIT 1000",
+                               1,
+                               {INT8OID}};
 
 spi::Statement kLockOrphan{"lock orphan",
                            "SELECT attempts >= max_attempts FROM pqrun.job_live"
@@ -208,9 +211,11 @@ HolderAlive(int32 pid, Datum started, bool started_null)
  * a heartbeat) that has exited. A job held by its lease alone has no holder
  * and waits for its stale window. */
 int64
-RescueOrphans()
+RescueOrphans(int64 *after)
 {
-	uint64 n = Exec(stmts::kRunningHolders, nullptr, nullptr, SPI_OK_SELECT);
+	Datum window_values[1] = {Int64GetDatum(*after)};
+	uint64 n = Exec(stmts::kRunningHolders, window_values, nullptr, SPI_OK_SELECT);
+	*after = n < static_cast<uint64>(queue::kRunningWindow) ? 0 : ColInt64(n - 1, 1);
 	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
 	Datum *started = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
@@ -222,6 +227,8 @@ RescueOrphans()
 	for (uint64 i = 0; i < n; i++) {
 		bool isnull;
 		int32 pid = DatumGetInt32(Col(i, 2, &isnull));
+		if (isnull)
+			continue; /* held by its lease alone */
 		bool no_start;
 		Datum start = Col(i, 4, &no_start);
 		if (HolderAlive(pid, start, no_start))
@@ -249,29 +256,83 @@ RescueOrphans()
 	return rescued;
 }
 
-/* Where each round's look for stranded BLOCKED jobs goes on, per shard (0:
- * the database's own tables; a few shards, the others start again from the
- * first): a round reads kBlockedWindow of them from there, wrapping round,
- * so that it costs as much beside a million BLOCKED jobs as beside a
- * thousand, and every one is looked at within backlog / kBlockedWindow
- * rounds. */
-struct BlockedCursor {
+/* Where each round's looks at BLOCKED and at RUNNING jobs go on: a round
+ * reads a window of each from there, in id order, wrapping round, so that
+ * it costs as much beside a million BLOCKED jobs or a hundred thousand
+ * RUNNING ones as beside a thousand, and every one is looked at within
+ * their number / the window's rounds. Kept in the database's slot of
+ * shared memory (shmem.hpp), and per shard in the worker on Citus (a few
+ * shards; the others start again from the first). Without shared memory
+ * there is no worker, and run_maintenance() reads every window in turn. */
+struct ShardCursors {
 	int64 shard;
-	int64 after;
+	shmem::RoundCursors at;
 };
-BlockedCursor blocked_cursors[16];
-int next_blocked_cursor = 0;
+ShardCursors shard_cursors[16];
+int next_shard_cursors = 0;
 
-int64 &
-BlockedCursorOf(int64 shard)
+/* LoadCursors answers where the rounds of `shard` go on; false when
+ * nothing keeps that (no shared memory). */
+bool
+LoadCursors(int64 shard, shmem::RoundCursors *at)
 {
-	for (BlockedCursor &c : blocked_cursors)
-		if (c.shard == shard)
-			return c.after;
-	BlockedCursor &c = blocked_cursors[next_blocked_cursor];
-	next_blocked_cursor = (next_blocked_cursor + 1) % lengthof(blocked_cursors);
-	c = BlockedCursor{shard, 0};
-	return c.after;
+	*at = shmem::RoundCursors{0, 0, 0};
+	if (shard != 0) {
+		for (const ShardCursors &c : shard_cursors)
+			if (c.shard == shard)
+				*at = c.at;
+		return true;
+	}
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return false;
+	bool kept = false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId) {
+			*at = s.cursors;
+			kept = true;
+		}
+	LWLockRelease(shared->lock);
+	return kept;
+}
+
+void
+StoreCursors(int64 shard, const shmem::RoundCursors &at)
+{
+	if (shard != 0) {
+		for (ShardCursors &c : shard_cursors)
+			if (c.shard == shard) {
+				c.at = at;
+				return;
+			}
+		shard_cursors[next_shard_cursors] = ShardCursors{shard, at};
+		next_shard_cursors = (next_shard_cursors + 1) % lengthof(shard_cursors);
+		return;
+	}
+	shmem::SharedState *shared = shmem::Shared();
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (shmem::DatabaseSlot &s : shared->slots)
+		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
+			s.cursors = at;
+	LWLockRelease(shared->lock);
+}
+
+/* Unblock releases the BLOCKED jobs of the window after *after that have
+ * nothing left to wait for, and moves *after on. */
+int64
+Unblock(int64 *after)
+{
+	Datum window_values[1] = {Int64GetDatum(*after)};
+	IdList window = CopyIds(Exec(stmts::kStrandedBlocked, window_values, nullptr, SPI_OK_SELECT), true);
+	*after = window.count < static_cast<uint64>(stmts::kBlockedWindow) ? 0 : window.ids[window.count - 1];
+	int64 unblocked = 0;
+	for (uint64 i = 0; i < window.count; i++)
+		if (window.labels[i] != nullptr)
+			unblocked += Release(window.ids[i]) ? 1 : 0;
+	return unblocked;
 }
 
 } // namespace
@@ -347,11 +408,15 @@ RunLive()
 	/* Before anything here takes a new id (a schedule firing). */
 	if (!shard)
 		Exec(stmts::kIdsAhead, nullptr, nullptr, SPI_OK_SELECT);
+	shmem::RoundCursors at;
+	bool windowed = LoadCursors(citus::ShardOf(), &at);
 	Interval stale_after{};
 	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
-	counts.reaped = queue::ReapStale(&stale_after);
+	counts.reaped = queue::ReapStale(&stale_after, windowed ? &at.stale_after : nullptr);
 	if (pqrun_orphan_rescue)
-		counts.orphaned = RescueOrphans();
+		do
+			counts.orphaned += RescueOrphans(&at.orphan_after);
+		while (!windowed && at.orphan_after != 0);
 	counts.scheduled = schedule::FireDue();
 
 	/* Backstop for unblocking: edges whose dependency already finished, and
@@ -359,13 +424,10 @@ RunLive()
 	IdList edges = CopyIds(Exec(stmts::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
 	for (uint64 i = 0; i < edges.count; i++)
 		AfterFinish(edges.ids[i], ParseStatus(edges.labels[i]), true, nullptr);
-	int64 &after = BlockedCursorOf(citus::ShardOf());
-	Datum window_values[1] = {Int64GetDatum(after)};
-	IdList window = CopyIds(Exec(stmts::kStrandedBlocked, window_values, nullptr, SPI_OK_SELECT), true);
-	after = window.count < static_cast<uint64>(stmts::kBlockedWindow) ? 0 : window.ids[window.count - 1];
-	for (uint64 i = 0; i < window.count; i++)
-		if (window.labels[i] != nullptr)
-			counts.unblocked += Release(window.ids[i]) ? 1 : 0;
+	do
+		counts.unblocked += Unblock(&at.blocked_after);
+	while (!windowed && at.blocked_after != 0);
+	StoreCursors(citus::ShardOf(), at);
 
 	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
 	/* Pickups skip promoting until then (wake.hpp). */
@@ -378,6 +440,17 @@ RunLive()
 	if (!shard)
 		(void)keyed_queues::ForgetIdle();
 	return counts;
+}
+
+int32
+ReapStale(const Interval *default_stale_after)
+{
+	shmem::RoundCursors at;
+	if (!LoadCursors(citus::ShardOf(), &at))
+		return queue::ReapStale(default_stale_after);
+	int32 reaped = queue::ReapStale(default_stale_after, &at.stale_after);
+	StoreCursors(citus::ShardOf(), at);
+	return reaped;
 }
 
 Counts

@@ -21,6 +21,10 @@ struct Counts {
  * the two, so that the rows the first part promoted or requeued are not
  * held locked (a pickup skips them) while retention takes its time. */
 Counts Run();
+/* ReapStale is pqrun.reap_stale(): the stale jobs among the next window of
+ * RUNNING jobs, where the last round or call stopped (all of them without
+ * shared memory). */
+int32 ReapStale(const Interval *default_stale_after);
 Counts RunLive();
 int64 ApplyRetention();
 

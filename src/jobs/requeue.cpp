@@ -80,15 +80,22 @@ spi::Statement kHeldWindow{"held window",
                            3,
                            {INT8OID, UUIDOID, INT4OID}};
 
-spi::Statement kStale{
-    "stale",
-    "SELECT id, fifo_key FROM pqrun.job_live"
-    " WHERE status = 'RUNNING'"
-    "   AND COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, "
-    "$1)"
-    " ORDER BY id",
-    1,
-    {INTERVALOID}};
+#define PQRUN_IS_STALE(window)                                                                                         \
+	"COALESCE(heartbeat_at, locked_at) < pg_catalog.now() - COALESCE(timeout_seconds * '1 second'::interval, " window ")"
+spi::Statement kStale{"stale",
+                      "SELECT id, fifo_key FROM pqrun.job_live WHERE status = 'RUNNING' AND " PQRUN_IS_STALE("$1")
+                      " ORDER BY id",
+                      1,
+                      {INTERVALOID}};
+
+/* The RUNNING jobs after id $2, kRunningWindow of them in id order
+ * (job_live_running), each with whether it is stale: a maintenance round
+ * looks at these only (ReapStale). */
+spi::Statement kStaleWindow{"stale window",
+                            "SELECT id, fifo_key, " PQRUN_IS_STALE("$1") " FROM pqrun.job_live"
+                            " WHERE status = 'RUNNING' AND id > $2 ORDER BY id LIMIT 1000",
+                            2,
+                            {INTERVALOID, INT8OID}};
 
 spi::Statement kLockStale{
     "lock stale",
@@ -240,11 +247,25 @@ Heartbeat(int64 job_id, Datum lease, bool has_lease, Datum progress, bool has_pr
 }
 
 int32
-ReapStale(const Interval *default_stale_after)
+ReapStale(const Interval *default_stale_after, int64 *after)
 {
-	Datum values[2] = {PointerGetDatum(default_stale_after), Datum(0)};
-	uint64 n = Exec(stmts::kStale, values, nullptr, SPI_OK_SELECT);
-	IdList stale = CopyIds(n, true);
+	Datum values[2] = {PointerGetDatum(default_stale_after), Int64GetDatum(after ? *after : 0)};
+	IdList stale;
+	if (after == nullptr) {
+		stale = CopyIds(Exec(stmts::kStale, values, nullptr, SPI_OK_SELECT), true);
+	} else {
+		uint64 n = Exec(stmts::kStaleWindow, values, nullptr, SPI_OK_SELECT);
+		IdList window = CopyIds(n, true);
+		*after = n < static_cast<uint64>(kRunningWindow) ? 0 : window.ids[n - 1];
+		stale.ids = window.ids;
+		stale.labels = window.labels;
+		stale.count = 0;
+		for (uint64 i = 0; i < n; i++)
+			if (ColBool(i, 3)) {
+				stale.ids[stale.count] = window.ids[i];
+				stale.labels[stale.count++] = window.labels[i];
+			}
+	}
 	const char *error = "timed out: no heartbeat within the stale window";
 	int32 reaped = 0;
 	/* Group locks before the row locks; then make sure each is still stale

@@ -23,6 +23,16 @@ constexpr int kMaxDatabases = 64;
  */
 enum class SlotState : uint8 { kFree, kProbe, kStarting, kRunning, kAbsent, kStepAside };
 
+/* Where the maintenance rounds' looks at BLOCKED and RUNNING jobs of a
+ * database go on (bgw/maintenance.cpp): kept with its slot, so that
+ * run_maintenance() and reap_stale() of any session go on from the
+ * workers' last round. */
+struct RoundCursors {
+	int64 blocked_after;
+	int64 stale_after;
+	int64 orphan_after;
+};
+
 struct DatabaseSlot {
 	Oid dboid;
 	SlotState state;
@@ -32,6 +42,7 @@ struct DatabaseSlot {
 	TimestampTz grace_until;  /* a freshly registered database: wait this long for CREATE EXTENSION to commit */
 	uint32 registrations;     /* RegisterDatabase calls, so a running worker notices one */
 	wake::DatabaseState wake; /* kept by wake.cpp */
+	RoundCursors cursors;
 };
 
 struct SharedState {
