@@ -200,6 +200,7 @@ int nended = 0;
 bool ended_overflow = false;
 bool limited_look = false;
 bool skipped = false;
+bool counted_applies = false; /* the last Prepare's look met a limit or rate limit */
 /* The keyed queues the last Prepare's look may claim from (LaneQueues). */
 const char **lane_queues = nullptr;
 int nlane_queues = 0;
@@ -1168,22 +1169,34 @@ Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
 	MemoryContext caller_context = MemoryContextSwitchTo(look_context);
 	EnsureCache();
 	bool applies = false;
+	counted_applies = false;
 	Filter types(ncontrols > 0 ? job_types : nullptr), names(ncontrols > 0 ? queues : nullptr);
 	lane_queues = static_cast<const char **>(palloc(sizeof(char *) * (ncontrols + 1)));
 	for (int i = 0; i < ncontrols; i++) {
 		Control &c = controls[i];
 		if (!names.Has(c.queue, c.queue_len) || (c.job_type != nullptr && !types.Has(c.job_type, c.job_type_len)))
 			continue;
-		if (c.keyed)
+		/* A paused queue's lanes have nothing to claim. */
+		if (c.keyed && !(c.paused && shared != nullptr))
 			lane_queues[nlane_queues++] = c.queue;
-		if (shared == nullptr)
-			continue; /* nothing is enforced, but keyed jobs are in their lanes */
+		/* Without shared memory nothing is enforced, but keyed jobs are in
+		 * their lanes; a keyed mark alone holds nothing back. */
+		if (shared == nullptr || !(c.paused || Counted(c)))
+			continue;
 		applies = true;
-		if (Counted(c))
+		if (Counted(c)) {
+			counted_applies = true;
 			Refresh(c, want);
+		}
 	}
 	MemoryContextSwitchTo(caller_context);
 	return applies;
+}
+
+bool
+PausesOnly()
+{
+	return !counted_applies;
 }
 
 int

@@ -92,6 +92,12 @@ bool KeyBlocked(Datum queue, Datum key, bool *by_limit = nullptr);
  * has. */
 bool QueueBlocked(Datum queue);
 
+/* PausesOnly answers whether the controls the last Prepare found to apply
+ * are pauses only, which the pick's filter of blocked queues enforces
+ * whole: no claim needs a place or a token, and the pick may claim in one
+ * statement. */
+bool PausesOnly();
+
 /* LaneQueues sets *names to the keyed queues the last Prepare's look may
  * claim from, answering how many (valid until the next Prepare). Known
  * without shared memory too: keyed jobs are picked from their lanes

@@ -632,16 +632,18 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	                   Datum(0),
 	                   Datum(0)};
 	char nulls[10] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', 'n', 'n', '\0'};
-	/* Each look first learns what the controls allow; when any applies,
-	 * the pick only locks, so a job whose limit filled meanwhile can be
-	 * passed over (flow_control.hpp). */
+	/* Each look first learns what the controls allow; when a limit or a
+	 * rate limit applies, the pick only locks, so a job whose limit filled
+	 * meanwhile can be passed over (flow_control.hpp). Pauses alone are
+	 * left out whole by the pick's filter of blocked queues. */
 	bool defer, gated;
 	auto gate = [&]() -> spi::Statement & {
 		gated = flow_control::Prepare(job_types, queues, batch_size);
 		SetBlocked(gated, &values[7], &nulls[7]);
 		/* Keyed jobs are claimed by locking picks only (pick_lanes.hpp). */
 		const char *const *lane_queues;
-		defer = deferred_claims::ShouldDefer() || gated || flow_control::LaneQueues(&lane_queues) > 0;
+		defer = deferred_claims::ShouldDefer() || (gated && !flow_control::PausesOnly()) ||
+		        flow_control::LaneQueues(&lane_queues) > 0;
 		return defer ? (job_types ? (queues ? stmts::kLockPickTypesQueues : stmts::kLockPickTypes)
 		                          : (queues ? stmts::kLockPickQueues : stmts::kLockPick))
 		             : (job_types ? (queues ? stmts::kPickTypesQueues : stmts::kPickTypes)
@@ -652,7 +654,7 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	if (wait_ms <= 0) {
 		spi::Statement &stmt = gate();
 		claimed = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, false, false, gated, worker_id)
-		                : ClaimOnce(stmt, values, nulls, out, out_desc, false, false, false);
+		                : ClaimOnce(stmt, values, nulls, out, out_desc, false, false, gated);
 	} else {
 		LongPoll(
 		    job_types, queues, wait_ms,
