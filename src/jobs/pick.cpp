@@ -353,6 +353,70 @@ PickLanes(const Datum *values, const char *nulls, int32 want, ClaimReceiver *rec
 	return pick_lanes::Pick(request, to);
 }
 
+/* A filtered pickup's own hint (the database's is raised by unfiltered
+ * pickups only): no READY job of its filter has a pickup key below `key`,
+ * while no job became READY below it since hint generation `gen`
+ * (wake::NothingReadyBelow). Under a transaction that holds back vacuum, a
+ * worker that asks for its job types starts past the dead entries its own
+ * claims left, as an unfiltered one starts at the database's hint. One per
+ * backend, for the last filter (a worker asks with the same one each time):
+ * the pick statement and a copy of its filters' arrays, in
+ * TopMemoryContext. */
+struct FilterHint {
+	const spi::Statement *stmt = nullptr; /* none yet */
+	char *filters = nullptr;
+	Size filters_len = 0;
+	wake::PickKey key{INT64_MIN, INT64_MIN};
+	uint64 gen = 0;
+};
+FilterHint filter_hint;
+
+/* FiltersOf copies the job_types and queues arrays of a pick, one after
+ * the other, into `buf` (palloc'd in the current context), answering
+ * their length. */
+Size
+FiltersOf(const ArrayType *job_types, const ArrayType *queues, char **buf)
+{
+	Size a = job_types ? VARSIZE(job_types) : 0, b = queues ? VARSIZE(queues) : 0;
+	*buf = static_cast<char *>(palloc(a + b + 2));
+	(*buf)[0] = job_types ? 't' : 'n';
+	(*buf)[1] = queues ? 'q' : 'n';
+	if (a > 0)
+		memcpy(*buf + 2, job_types, a);
+	if (b > 0)
+		memcpy(*buf + 2 + a, queues, b);
+	return a + b + 2;
+}
+
+/* HintOf answers where a pick of `stmt` with `filters` may start: its
+ * filter's hint, when that holds and is beyond `start`, the database's. */
+wake::PickKey
+HintOf(const spi::Statement &stmt, const char *filters, Size len, wake::PickKey start)
+{
+	const FilterHint &h = filter_hint;
+	if (h.stmt == &stmt && h.filters_len == len && memcmp(h.filters, filters, len) == 0 && wake::Less(start, h.key) &&
+	    wake::NothingReadyBelow(h.key, h.gen))
+		return h.key;
+	return start;
+}
+
+/* KeepHint keeps `key` as of `gen` as the hint of `stmt` with `filters`. */
+void
+KeepHint(const spi::Statement &stmt, const char *filters, Size len, wake::PickKey key, uint64 gen)
+{
+	FilterHint &h = filter_hint;
+	if (h.stmt != &stmt || h.filters_len != len || memcmp(h.filters, filters, len) != 0) {
+		if (h.filters)
+			pfree(h.filters);
+		h.filters = static_cast<char *>(MemoryContextAlloc(TopMemoryContext, len));
+		memcpy(h.filters, filters, len);
+		h.filters_len = len;
+		h.stmt = &stmt;
+	}
+	h.key = key;
+	h.gen = gen;
+}
+
 /* ClaimOnce claims up to the batch size, appending the claimed rows to
  * `out`. Claims made after waiting are stamped with the clock, others with
  * now(). Only a pickup that will not wait promotes due delayed jobs first
@@ -392,18 +456,28 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		uint64 gen = 0;
 		/* The hint is the database's; shards are several tables. */
 		bool hinted = !citus::InShards() && wake::ReadHint(&start, &gen);
+		bool filtered = &stmt != &stmts::kPick && &stmt != &stmts::kLockPick;
+		char *filters = nullptr;
+		Size filters_len = filtered ? FiltersOf(job_types, queues, &filters) : 0;
+		if (hinted && filtered)
+			start = HintOf(stmt, filters, filters_len, start);
 		values[4] = Int64GetDatum(start.neg_priority);
 		values[5] = Int64GetDatum(start.id);
 		values[1] = Int32GetDatum(batch_size - static_cast<int32>(n));
 		wake::PickKey last;
 		uint64 picked = PickInto(stmt, values, nulls, &receiver, &last);
 		values[1] = Int32GetDatum(batch_size);
-		/* Everything an unfiltered pickup passed on its way to its last
-		 * claim is claimed, dead or held by someone whose rollback lowers the
-		 * hint again; unless it passed over jobs its controls held back. */
-		bool unfiltered = (&stmt == &stmts::kPick || &stmt == &stmts::kLockPick) && !flow_control::Skipped();
-		if (hinted && picked > 0 && unfiltered)
+		/* Everything a pickup passed on its way to its last claim is
+		 * claimed, dead or held by someone whose rollback lowers the hint
+		 * again, or not of its filter; unless it passed over jobs its
+		 * controls held back. The database's hint is raised by unfiltered
+		 * pickups; a filtered one keeps a hint of its own for its filter. */
+		bool clean = hinted && picked > 0 && !flow_control::Skipped();
+		if (clean && !filtered)
 			wake::RaiseHint(gen, last);
+		else if (clean)
+			KeepHint(stmt, filters, filters_len, last, gen);
+		bool unfiltered = !filtered && !flow_control::Skipped();
 		empty_db = hinted && picked == 0 && unfiltered ? MyDatabaseId : InvalidOid;
 		empty_gen = gen;
 		n += picked;
