@@ -37,12 +37,17 @@ spi::Statement kPickHead{
 
 /* Dependency edges whose dependency has already finished: the backstop for
  * anything the synchronous unblocking in mark_done/mark_error missed. */
+/* The dependencies of the 1,000 edges after dependency $1 (job_dep's key),
+ * each with its status when it has finished (NULL: not yet), and how many
+ * edges the window held: a round looks at these only (RunLive). */
+constexpr int kEdgesWindow = 1000;
 spi::Statement kStrandedEdges{
     "stranded edges",
-    "SELECT d.dep_id, f.status::text FROM pqrun.job_dep d JOIN pqrun.job_done f ON f.id = d.dep_id"
-    " GROUP BY d.dep_id, f.status ORDER BY d.dep_id LIMIT 1000",
-    0,
-    {}};
+    "WITH w AS (SELECT dep_id FROM pqrun.job_dep WHERE dep_id > $1 ORDER BY dep_id LIMIT 1000)"
+    " SELECT d.dep_id, f.status::text, (SELECT pg_catalog.count(*) FROM w)"
+    "   FROM (SELECT DISTINCT dep_id FROM w) d LEFT JOIN pqrun.job_done f ON f.id = d.dep_id ORDER BY d.dep_id",
+    1,
+    {INT8OID}};
 
 /* The BLOCKED jobs after id $1, 1,000 in id order (job_live_blocked), each
  * with 'stranded' when it has nothing left to wait for: no dependency, and
@@ -256,11 +261,11 @@ RescueOrphans(int64 *after)
 	return rescued;
 }
 
-/* Where each round's looks at BLOCKED and at RUNNING jobs go on: a round
- * reads a window of each from there, in id order, wrapping round, so that
- * it costs as much beside a million BLOCKED jobs or a hundred thousand
- * RUNNING ones as beside a thousand, and every one is looked at within
- * their number / the window's rounds. Kept in the database's slot of
+/* Where each round's looks at BLOCKED and at RUNNING jobs and at
+ * dependency edges go on: a round reads a window of each from there, in id
+ * order, wrapping round, so that it costs as much beside a million BLOCKED
+ * jobs or edges or a hundred thousand RUNNING jobs as beside a thousand,
+ * and every one is looked at within their number / the window's rounds. Kept in the database's slot of
  * shared memory (shmem.hpp), and per shard in the worker on Citus (a few
  * shards; the others start again from the first). Without shared memory
  * there is no worker, and run_maintenance() reads every window in turn. */
@@ -276,7 +281,7 @@ int next_shard_cursors = 0;
 bool
 LoadCursors(int64 shard, shmem::RoundCursors *at)
 {
-	*at = shmem::RoundCursors{0, 0, 0};
+	*at = shmem::RoundCursors{};
 	if (shard != 0) {
 		for (const ShardCursors &c : shard_cursors)
 			if (c.shard == shard)
@@ -318,6 +323,21 @@ StoreCursors(int64 shard, const shmem::RoundCursors &at)
 		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
 			s.cursors = at;
 	LWLockRelease(shared->lock);
+}
+
+/* FinishEdges finishes the edges of the dependencies in the window of
+ * edges after *after that have finished, and moves *after on. */
+void
+FinishEdges(int64 *after)
+{
+	Datum window_values[1] = {Int64GetDatum(*after)};
+	uint64 n = Exec(stmts::kStrandedEdges, window_values, nullptr, SPI_OK_SELECT);
+	bool full = n > 0 && ColInt64(0, 3) == stmts::kEdgesWindow;
+	IdList edges = CopyIds(n, true);
+	*after = full ? edges.ids[n - 1] : 0;
+	for (uint64 i = 0; i < edges.count; i++)
+		if (edges.labels[i] != nullptr)
+			AfterFinish(edges.ids[i], ParseStatus(edges.labels[i]), true, nullptr);
 }
 
 /* Unblock releases the BLOCKED jobs of the window after *after that have
@@ -421,9 +441,9 @@ RunLive()
 
 	/* Backstop for unblocking: edges whose dependency already finished, and
 	 * BLOCKED jobs with nothing left to wait for. */
-	IdList edges = CopyIds(Exec(stmts::kStrandedEdges, nullptr, nullptr, SPI_OK_SELECT), true);
-	for (uint64 i = 0; i < edges.count; i++)
-		AfterFinish(edges.ids[i], ParseStatus(edges.labels[i]), true, nullptr);
+	do
+		FinishEdges(&at.edges_after);
+	while (!windowed && at.edges_after != 0);
 	do
 		counts.unblocked += Unblock(&at.blocked_after);
 	while (!windowed && at.blocked_after != 0);

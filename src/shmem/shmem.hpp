@@ -23,14 +23,15 @@ constexpr int kMaxDatabases = 64;
  */
 enum class SlotState : uint8 { kFree, kProbe, kStarting, kRunning, kAbsent, kStepAside };
 
-/* Where the maintenance rounds' looks at BLOCKED and RUNNING jobs of a
- * database go on (bgw/maintenance.cpp): kept with its slot, so that
- * run_maintenance() and reap_stale() of any session go on from the
- * workers' last round. */
+/* Where the maintenance rounds' looks at BLOCKED and RUNNING jobs and at
+ * dependency edges of a database go on (bgw/maintenance.cpp): kept with
+ * its slot, so that run_maintenance() and reap_stale() of any session go on
+ * from the workers' last round. */
 struct RoundCursors {
 	int64 blocked_after;
 	int64 stale_after;
 	int64 orphan_after;
+	int64 edges_after;
 };
 
 struct DatabaseSlot {

@@ -35,9 +35,9 @@ struct DatabaseState {
 	 * of length -1 stands for every queue (a commit that changed more than
 	 * kChangedPerCommit queues, a name longer than kChangedName bytes, a
 	 * COMMIT PREPARED, CREATE EXTENSION). */
-	static constexpr int kChanged = 32;
+	static constexpr int kChanged = 256;
 	static constexpr int kChangedPerCommit = 8;
-	static constexpr int kChangedName = 128;
+	static constexpr int kChangedName = 64;
 	uint64 changed_next;
 	uint64 changed_gen[kChanged];
 	int32 changed_len[kChanged];

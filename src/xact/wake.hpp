@@ -85,7 +85,7 @@ uint64 ControlsGen();
 
 /* The queues whose controls changed between two generations. */
 struct ChangedQueues {
-	static constexpr int kMax = 32;
+	static constexpr int kMax = DatabaseState::kChanged;
 	int count; /* -1: not known, any queue's may have */
 	int lens[kMax];
 	char names[kMax][DatabaseState::kChangedName];

@@ -2,7 +2,8 @@
 # test/shell/rounds.sh — a maintenance round looks at a window of 1,000
 # RUNNING jobs, in turn, and still finds every stale and orphaned one
 # (0.19.0): before, each round (and reap_stale) read every RUNNING job, so
-# that a fleet's running jobs cost every round of every database.
+# that a fleet's running jobs cost every round of every database; so with
+# BLOCKED jobs and dependency edges.
 #
 #   1. 2,500 jobs RUNNING under their lease: reap_stale('0 s') reaps at most
 #      1,000 a call, going on where the last call or round stopped, and all
@@ -12,6 +13,8 @@
 #      seconds (1,000 a round).
 #   3. 2,500 BLOCKED jobs whose dependency is gone without telling them (a
 #      manual DELETE of their edges): the rounds release every one.
+#   4. 2,500 edges to a dependency that finished without releasing them:
+#      the rounds, which look at 1,000 edges each, release every job.
 #
 # Runs against the already running test server (test/run.sh exports PGHOST,
 # PGPORT, PGUSER) in a database of its own.
@@ -50,6 +53,17 @@ q -c "SELECT count(pqrun.enqueue('child', depends_on => ARRAY[$root]::bigint[]))
 	-c "DELETE FROM pqrun.job_dep" >/dev/null
 assert "the rounds release all 2,500 BLOCKED jobs" wait_for 20 2500 \
 	"SELECT count(*) FROM pqrun.job_live WHERE job_type = 'child' AND status = 'READY'"
+
+echo "-- 4. the backstop of edges whose dependency finished"
+root=$(q -c "SELECT pqrun.enqueue('root2')")
+q -c "SELECT count(pqrun.enqueue('grandchild', depends_on => ARRAY[$root]::bigint[])) FROM generate_series(1, 2500)" >/dev/null
+# The edges out of the way while the dependency finishes, then back: as if
+# its finish had not released them.
+q -c "CREATE TABLE edges AS SELECT * FROM pqrun.job_dep WHERE dep_id = $root" -c "DELETE FROM pqrun.job_dep WHERE dep_id = $root" \
+	-c "SELECT count(pqrun.mark_done(id)) FROM pqrun.pickup('w', ARRAY['root2'])" \
+	-c "INSERT INTO pqrun.job_dep SELECT * FROM edges" >/dev/null
+assert "the rounds release all 2,500 jobs whose dependency finished" wait_for 20 2500 \
+	"SELECT count(*) FROM pqrun.job_live WHERE job_type = 'grandchild' AND status = 'READY'"
 
 echo "$violations violation(s)"
 [ "$violations" = 0 ]
