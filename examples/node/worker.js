@@ -6,17 +6,24 @@
 //   worker.start();
 //   process.on('SIGTERM', () => worker.stop().then(() => process.exit(0)));
 //
-// Each of the `concurrency` loops has its own pg.Client and repeats: a
-// long-poll pickup of one job of the registered types, the handler (with
-// waiting heartbeats on a second pg.Client of the loop while it runs), then
-// mark_done, mark_error or snooze. mark_done is pqrun.mark_done_and_pickup:
-// the same statement claims the loop's next job, so a busy loop commits once
-// per job and long-polls only when it gets none (the claim is the loop's
-// once that transaction committed). All calls pass the job's lease_token, so
-// a job that was reaped, rescued or cancelled meanwhile cannot be finished
-// twice: pqrun answers SQLSTATE 55000 instead, and a waiting heartbeat
-// answers it the moment an operator cancels the job, so that the handler
-// hears of it through ctx.signal at once.
+// A worker has `concurrency` slots, each running one job at a time on a
+// pg.Client of its own, and one poller, with a pg.Client of its own too,
+// that claims jobs for the slots that are free: while at least one slot is
+// free it long-polls pqrun.pickup(worker_id, job types, queues,
+// batch_size => <free slots>, wait) and hands each job it gets to a free
+// slot. A burst of jobs is claimed in batches of up to the free slots, and
+// however many slots a worker has, at most one of its connections waits in
+// a pickup. A slot runs the handler (with waiting heartbeats on a second
+// pg.Client of the slot while it runs), then mark_done, mark_error or
+// snooze. mark_done is pqrun.mark_done_and_pickup (one job, no wait): the
+// same statement claims the slot's next job, so a busy slot commits once per
+// job and is free again, for the poller to fill, only when it gets none (the
+// claim is the slot's once that transaction committed). All calls pass the
+// job's lease_token, so a job finishes from the slot's connection whichever
+// connection claimed it, and a job that was reaped, rescued or cancelled
+// meanwhile cannot be finished twice: pqrun answers SQLSTATE 55000 instead,
+// and a waiting heartbeat answers it the moment an operator cancels the
+// job, so that the handler hears of it through ctx.signal at once.
 
 const net = require('node:net');
 const os = require('node:os');
@@ -29,7 +36,7 @@ const QUERY_CANCELED = '57014';
 const PROGRESS_EVERY_MS = 1000; // at most one progress write per job this often
 const GRACE_OVER = Symbol('grace over');
 
-const PICKUP = 'SELECT * FROM pqrun.pickup($1, $2, $3, 1, $4::interval)';
+const PICKUP = 'SELECT * FROM pqrun.pickup($1, $2, $3, $4, $5::interval)';
 const HEARTBEAT = 'SELECT pqrun.heartbeat($1, $2, $3::jsonb, $4::interval)';
 const RELEASE = 'SELECT pqrun.release($1, $2)';
 const SNOOZE = 'SELECT pqrun.snooze($1, $2::interval, $3)';
@@ -113,17 +120,18 @@ function cancelRequest(client) {
 class Worker {
   // options:
   //   handlers     { job_type: async (job, ctx) => result }; or use register()
-  //   concurrency  loops, each with its own connection (1)
+  //   concurrency  slots: jobs run at once, each slot with its own connection (1)
   //   queues       array of queue names, null for any (null)
-  //   wait         long-poll wait of one pickup ('5 s')
+  //   wait         long-poll wait of one pickup of the poller ('5 s')
   //   heartbeatMs  how long one heartbeat waits in the server before it
   //                renews the lease; default a quarter of the job's
   //                timeout_seconds, or 60 s for jobs without one
   //   graceMs      on stop(), how long in-flight jobs may finish before
   //                they are released (10 s)
-  //   workerId     prefix of the worker_id given to pickup (node-<host>-<pid>)
+  //   workerId     the worker_id every claim of this worker is made under, the
+  //                poller's and the slots' alike (node-<host>-<pid>)
   //   connection   pg.Client config; {} reads PGHOST, PGPORT, PGUSER, PGDATABASE...
-  //   hold         'session' (default): the loops' and heartbeats' connections
+  //   hold         'session' (default): every connection of the worker runs
   //                SET pqrun.claim_hold = session, so the jobs of a worker that
   //                dies are given back within a maintenance round; 'lease':
   //                they wait for their stale window (behind a pooler in
@@ -145,6 +153,9 @@ class Worker {
     this.verbose = options.verbose ?? false;
     this.stopping = false;
     this.slots = [];
+    this.poller = null;
+    this.free = []; // resolvers of the free slots' waits for a job, one each
+    this.wakePoller = null; // resolver of the poller's wait for a free slot
     this.loops = null;
     this.stopped = null;
     this.graceEnded = false;
@@ -166,37 +177,47 @@ class Worker {
     if (this.loops) throw new Error('worker already started');
     if (this.handlers.size === 0) throw new Error('no handlers registered');
     this.slots = Array.from({ length: this.concurrency }, (_, i) => ({
-      workerId: this.concurrency > 1 ? `${this.workerId}-${i + 1}` : this.workerId,
+      n: i + 1,
       client: null,
-      picking: false,
       job: null,
       beatClient: null, // the heartbeats' own connection
       beats: Promise.resolve(), // the heartbeat loops of the slot's jobs, one after the other
       beating: false, // a heartbeat statement is running
     }));
-    this.loops = Promise.all(this.slots.map((slot) => this.#loop(slot)));
+    this.poller = { client: null, picking: false };
+    const slots = Promise.all(this.slots.map((slot) => this.#slot(slot)));
+    this.loops = Promise.all([slots, this.#poll()]).then(async () => {
+      // The poller's session holds the jobs it claimed: it closes only now
+      // that they are finished or given back.
+      await this.poller.client?.end().catch(() => {});
+      this.poller.client = null;
+    });
     this.log('info', 'worker started', {
       worker: this.workerId, concurrency: this.concurrency, types: [...this.handlers.keys()].join(','),
     });
     return this;
   }
 
-  // stop: pick up nothing more (waiting pickups are cancelled), give
-  // in-flight jobs graceMs to finish, then abort the ctx.signal of the rest
-  // and give them back with pqrun.release: READY at once for another
-  // worker, the attempt not used up. Resolves when every connection is
-  // closed. A second call with { graceMs: 0 } ends the grace period at once.
+  // stop: claim nothing more (the poller's waiting pickup is cancelled, and
+  // the jobs it claimed for no slot yet are given back with pqrun.release),
+  // give in-flight jobs graceMs to finish, then abort the ctx.signal of the
+  // rest and give them back with pqrun.release too: READY at once for
+  // another worker, the attempt not used up. Resolves when every connection
+  // is closed. A second call with { graceMs: 0 } ends the grace period at
+  // once.
   stop({ graceMs = this.graceMs } = {}) {
     if (graceMs === 0) this.endGrace();
     if (this.stopped) return this.stopped;
     this.stopping = true;
     for (const wake of this.wakeOnStop) wake();
+    for (const give of this.free.splice(0)) give(null); // free slots: no job is coming
+    this.#wakePoller();
     const running = this.slots.filter((s) => s.job).length;
     this.log('info', 'worker stopping', { in_flight: running, grace_ms: graceMs });
     const grace = setTimeout(this.endGrace, graceMs);
     const cancels = [];
     const cancel = () => {
-      for (const slot of this.slots) if (slot.picking) cancels.push(cancelRequest(slot.client));
+      if (this.poller?.picking) cancels.push(cancelRequest(this.poller.client));
     };
     cancel();
     const recancel = setInterval(cancel, 1000); // a cancel that raced the pickup's start
@@ -249,27 +270,122 @@ class Worker {
     });
   }
 
-  async #connect() {
-    const client = new pg.Client({ application_name: 'pqrun-worker', ...this.connection });
+  async #connect({ poller = false } = {}) {
+    // Named pqrun-worker in pg_stat_activity, unless PGAPPNAME or the connection config name it.
+    const client = new pg.Client({ application_name: process.env.PGAPPNAME || 'pqrun-worker', ...this.connection });
     client.on('error', (err) => this.log('warn', 'connection error', { error: err.message }));
     await client.connect();
-    if (this.hold === 'session') await client.query('SET pqrun.claim_hold = session');
+    if (this.hold === 'session') {
+      await client.query('SET pqrun.claim_hold = session');
+      // The poller's session holds jobs while it waits in a pickup, and a
+      // waiting backend notices that its client died only when it looks:
+      // once a second, not at the end of the wait.
+      if (poller) await client.query("SET client_connection_check_interval = '1s'").catch(() => {});
+    }
     return client;
   }
 
-  async #loop(slot) {
+  #wakePoller() {
+    const wake = this.wakePoller;
+    this.wakePoller = null;
+    wake?.();
+  }
+
+  // The poller: one long-poll pickup at a time, for as many jobs as slots
+  // are free, and only while one is. It asks for the slots free when its
+  // pickup starts; a slot freed during the wait counts from the next pickup.
+  async #poll() {
+    const poller = this.poller;
+    while (!this.stopping) {
+      if (this.free.length === 0) {
+        await new Promise((resolve) => (this.wakePoller = resolve));
+        continue;
+      }
+      const want = this.free.length;
+      let jobs;
+      try {
+        poller.client ??= await this.#connect({ poller: true });
+        jobs = await this.#pickup(poller, want);
+      } catch (err) {
+        this.log('error', 'pickup failed, reconnecting', { worker: this.workerId, error: err.message });
+        const broken = poller.client;
+        poller.client = null;
+        if (broken) await broken.end().catch(() => {});
+        await this.#sleepUnlessStopping(1000);
+        continue;
+      }
+      if (jobs.length && this.verbose) this.log('debug', 'claimed', { jobs: jobs.length, free: want });
+      const unassigned = [];
+      for (const job of jobs) {
+        const give = this.free.shift(); // none once the worker is stopping
+        if (give) give(job);
+        else unassigned.push(job);
+      }
+      if (unassigned.length) await this.#releaseUnassigned(unassigned);
+    }
+  }
+
+  async #pickup(poller, batchSize) {
+    poller.picking = true;
+    try {
+      const { rows } = await poller.client.query(PICKUP,
+        [this.workerId, [...this.handlers.keys()], this.queues, batchSize, this.wait]);
+      return rows;
+    } catch (err) {
+      if (err.code === QUERY_CANCELED && this.stopping) return []; // our own cancel at shutdown
+      throw err;
+    } finally {
+      poller.picking = false;
+    }
+  }
+
+  // The jobs a stopping worker claimed for no slot: back to READY at once.
+  // On a connection of their own, as a cancel meant for the poller's
+  // pickup may still be on its way to the poller's connection.
+  async #releaseUnassigned(jobs) {
+    let client = null;
+    try {
+      client = await this.#connect();
+      for (const job of jobs) {
+        const status = await this.#giveBack(client, job, RELEASE, [job.id, job.lease_token]);
+        this.log('info', 'released unstarted', { job: job.id, type: job.job_type, status });
+      }
+    } catch (err) {
+      this.log('warn', 'unstarted jobs not released, the server gives them back later',
+        { jobs: jobs.map((j) => j.id).join(','), error: err.message });
+    } finally {
+      await client?.end().catch(() => {});
+    }
+  }
+
+  // A free slot's wait for a job from the poller; null when the worker stops.
+  #nextJob() {
+    if (this.stopping) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      this.free.push(resolve);
+      this.#wakePoller();
+    });
+  }
+
+  async #slot(slot) {
     let next = null; // claimed with the last job's mark_done: ours already
     while (next || !this.stopping) {
+      let job = next;
+      next = null;
       try {
-        slot.client ??= await this.#connect();
-        const job = next ?? (await this.#pickup(slot));
-        next = null;
-        if (job) next = await this.#run(slot, job);
+        if (!job) {
+          // A slot counts as free only with a connection to run its job on.
+          slot.client ??= await this.#connect();
+          job = await this.#nextJob();
+          if (!job) break;
+        }
+        next = await this.#run(slot, job);
       } catch (err) {
-        this.log('error', 'worker loop error, reconnecting', { worker: slot.workerId, error: err.message });
+        this.log('error', 'slot error, reconnecting', { slot: slot.n, job: job?.id ?? null, error: err.message });
         const broken = slot.client;
         slot.client = null;
         if (broken) await broken.end().catch(() => {});
+        if (job) await this.#reportLost(job, err);
         await this.#sleepUnlessStopping(1000);
       }
     }
@@ -283,16 +399,23 @@ class Worker {
     }
   }
 
-  async #pickup(slot) {
-    slot.picking = true;
+  // A job whose outcome its slot could not report (the connection broke, or
+  // the commit failed): a failed attempt, recorded from a new connection.
+  // The job may be held by the poller's session, which lives on, and would
+  // otherwise wait for its stale window. If the report did commit, the lease
+  // token makes pqrun refuse this one (55000).
+  async #reportLost(job, err) {
+    let client = null;
     try {
-      const { rows } = await slot.client.query(PICKUP, [slot.workerId, [...this.handlers.keys()], this.queues, this.wait]);
-      return rows[0] ?? null;
-    } catch (err) {
-      if (err.code === '57014' && this.stopping) return null; // our own cancel at shutdown
-      throw err;
+      client = await this.#connect();
+      const status = await this.#markError(client, job, `the worker could not report the outcome: ${err.message}`,
+        false, null);
+      this.log('warn', 'outcome lost', { job: job.id, type: job.job_type, status });
+    } catch (markErr) {
+      this.log('error', 'outcome lost and not recorded, the server rescues the job later',
+        { job: job.id, error: markErr.message });
     } finally {
-      slot.picking = false;
+      await client?.end().catch(() => {});
     }
   }
 
@@ -300,7 +423,7 @@ class Worker {
     const started = Date.now();
     const abort = new AbortController();
     const steps = []; // run in the transaction that marks the job done
-    const fields = { job: job.id, type: job.job_type, attempt: job.attempts, worker: slot.workerId };
+    const fields = { job: job.id, type: job.job_type, attempt: job.attempts, slot: slot.n };
     // progress: the last report (JSON); reports and sent count the reports
     // made and stored; waiting: a heartbeat of a full period is running.
     const run = {
@@ -319,7 +442,7 @@ class Worker {
     this.log('info', 'picked', fields);
 
     const heartbeat = () => {
-      // one at a time, on the loop's connection (idle while the handler runs)
+      // one at a time, on the slot's connection (idle while the handler runs)
       run.beat ??= slot.client.query(HEARTBEAT, [job.id, job.lease_token, null, '0']).then(
         () => {
           if (this.verbose) this.log('debug', 'heartbeat', fields);
@@ -333,7 +456,7 @@ class Worker {
     };
     const ctx = {
       job,
-      workerId: slot.workerId,
+      workerId: this.workerId,
       // aborted when the job is cancelled, its lease is lost or it is
       // released at shutdown; signal.reason.code says which
       signal: abort.signal,
@@ -367,7 +490,7 @@ class Worker {
       if (outcome === GRACE_OVER) {
         stop('RELEASED', 'released: the worker shut down before the job finished');
         await this.#flushProgress(slot.client, run);
-        const status = await this.#giveBack(slot, job, RELEASE, [job.id, job.lease_token]);
+        const status = await this.#giveBack(slot.client, job, RELEASE, [job.id, job.lease_token]);
         this.log('warn', 'released', { ...fields, status, ms });
       } else if (abort.signal.aborted) {
         this.log('warn', 'lease lost, outcome dropped', { ...fields, reason: abort.signal.reason.code, ms });
@@ -382,7 +505,7 @@ class Worker {
         const { err } = outcome;
         const terminal = err instanceof TerminalError || err?.terminal === true;
         await this.#flushProgress(slot.client, run);
-        const status = await this.#markError(slot, job, errorText(err), terminal, err?.retryAfter ?? null);
+        const status = await this.#markError(slot.client, job, errorText(err), terminal, err?.retryAfter ?? null);
         this.log('warn', 'failed', { ...fields, status, terminal, error: err?.message ?? String(err), ms });
       }
     } finally {
@@ -392,7 +515,7 @@ class Worker {
   }
 
   // The heartbeats of one job, on the slot's heartbeat connection: a waiting
-  // heartbeat sleeps inside its statement, so on the loop's connection it
+  // heartbeat sleeps inside its statement, so on the slot's connection it
   // would hold up mark_done. Each one waits up to `every` in the server and
   // then renews the lease; a cancel of the job ends it at once (55000). The
   // first starts a second into the job (half of `every`, if less), so
@@ -492,7 +615,7 @@ class Worker {
         await c.query(MARK_DONE, [job.id, json, job.lease_token]);
       } else {
         const { rows } = await c.query(MARK_DONE_AND_PICKUP,
-          [slot.workerId, job.id, job.lease_token, json, [...this.handlers.keys()], this.queues]);
+          [this.workerId, job.id, job.lease_token, json, [...this.handlers.keys()], this.queues]);
         next = rows[0] ?? null;
       }
       await c.query('COMMIT');
@@ -503,18 +626,18 @@ class Worker {
         this.log('warn', 'lease lost, result and follow-ups rolled back', { job: job.id, error: err.message });
         return false;
       }
-      if (!err.code || err.code.startsWith('08')) throw err; // the connection: let the loop reconnect
+      if (!err.code || err.code.startsWith('08')) throw err; // the connection: let the slot reconnect
       // a follow-up or the handler's own write failed: the job failed
-      const status = await this.#markError(slot, job, errorText(err), false, null);
+      const status = await this.#markError(slot.client, job, errorText(err), false, null);
       this.log('warn', 'failed in the finishing transaction', { job: job.id, status, error: err.message });
       return false;
     }
   }
 
   // pqrun.release or pqrun.snooze: the job goes back, its attempt not used up.
-  async #giveBack(slot, job, sql, params) {
+  async #giveBack(client, job, sql, params) {
     try {
-      await slot.client.query(sql, params);
+      await client.query(sql, params);
       return 'READY';
     } catch (err) {
       if (!LEASE_LOST.has(err.code)) throw err;
@@ -528,18 +651,18 @@ class Worker {
   async #snooze(slot, run, delay, ms) {
     const { job, fields } = run;
     try {
-      const status = await this.#giveBack(slot, job, SNOOZE, [job.id, delay, job.lease_token]);
+      const status = await this.#giveBack(slot.client, job, SNOOZE, [job.id, delay, job.lease_token]);
       this.log('info', 'snoozed', { ...fields, delay, status, ms });
     } catch (err) {
       if (!err.code?.startsWith('22')) throw err;
-      const status = await this.#markError(slot, job, errorText(err), false, null);
+      const status = await this.#markError(slot.client, job, errorText(err), false, null);
       this.log('warn', 'failed', { ...fields, status, error: err.message, ms });
     }
   }
 
-  async #markError(slot, job, text, terminal, retryAfter) {
+  async #markError(client, job, text, terminal, retryAfter) {
     try {
-      const { rows } = await slot.client.query(MARK_ERROR, [job.id, text, terminal, job.lease_token, retryAfter]);
+      const { rows } = await client.query(MARK_ERROR, [job.id, text, terminal, job.lease_token, retryAfter]);
       return rows[0].status;
     } catch (err) {
       if (!LEASE_LOST.has(err.code)) throw err;

@@ -21,11 +21,21 @@
 # handler snoozes once (DONE, attempts 1, snoozes 1). Then SIGTERM: a short
 # in-flight job finishes within the grace period, two long ones are given
 # back with pqrun.release (READY, attempts 0, no attempt in the history,
-# progress kept), the waiting pickups are cancelled and the process exits 0
-# within the grace period plus 2 s. Then three worker processes drain 400
-# jobs in waves, long-polling between them: each job DONE after exactly one
-# attempt, most claimed by the mark_done_and_pickup of the job before them.
-# Bounded: about 25 s, every wait has a limit.
+# progress kept), the waiting pickup is cancelled and the process exits 0
+# within the grace period plus 2 s. A worker killed with SIGKILL has its jobs
+# back within a round (the heartbeats moved their hold to the heartbeat
+# connection), or, with --hold lease, at their stale window. A worker with 4
+# slots has one poller: idle, exactly one of its connections waits in a
+# pickup; a burst of 12 jobs is claimed by one pickup of 4 and then one by
+# one with the mark_done of the job before, each job DONE after one attempt;
+# with two slots busy the pickup asks for 2; the poller's session holds the
+# jobs it claimed until a heartbeat renews them, and a SIGKILL while it
+# holds them (and waits in a pickup) gives them back within a round. Then
+# three worker processes drain 400 jobs in waves, long-polling between them
+# (idle, 3 waiting pickups for their 6 slots): each job DONE after exactly
+# one attempt, most claimed by the mark_done_and_pickup of the job before
+# them. Bounded: about 45 s, every wait has a limit.
+# test/run.sh: beside the others
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,10 +45,12 @@ db=pqrun_node_$$
 tmp=$(mktemp -d /tmp/pqrun-node.XXXXXX)
 worker_pid=
 reaper_pid=
+burst_pid=
 
 cleanup() {
 	[ -n "$worker_pid" ] && kill -KILL "$worker_pid" 2>/dev/null
 	[ -n "$reaper_pid" ] && kill "$reaper_pid" 2>/dev/null
+	[ -n "$burst_pid" ] && kill -KILL "$burst_pid" 2>/dev/null
 	if ! dropdb --if-exists "$db" 2>/dev/null; then
 		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
 	fi
@@ -137,8 +149,8 @@ check "slow job (timeout 2 s, ran 4 s): DONE after one attempt, never reaped" 'D
 check "slow job: ran about 4 s" t "SELECT duration_ms BETWEEN 3900 AND 6000 FROM pqrun.jobs WHERE id = $slow"
 beats=$(grep -c "heartbeat job=$slow " "$tmp/worker.log")
 assert "slow job: heartbeats every 0.5 s ($beats sent)" [ "$beats" -ge 6 ]
-check "every job was picked by one of the worker's 3 loops" 0 \
-	"SELECT count(*) FROM pqrun.job_attempts WHERE worker_id !~ '^node-.*-[123]\$'"
+check "every job was claimed under the worker's id (node-<host>-<pid>)" 0 \
+	"SELECT count(*) FROM pqrun.job_attempts WHERE worker_id !~ '^node-.+-$worker_pid\$'"
 
 echo "== cancel, progress and snooze, with heartbeats that wait 900 s in the server"
 # timeout_seconds 3600: each heartbeat waits a quarter of it. A cancel or a
@@ -232,6 +244,11 @@ for hold in session lease; do
 	wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" ||
 		die "the two jobs of queue killed-$hold did not start"
 	sleep 1.2 # a heartbeat or two on the heartbeat connection too
+	if [ "$hold" = session ]; then
+		check "the heartbeats moved both jobs' hold from the poller's session to the heartbeat connections" 2 \
+			"SELECT count(*) FROM pqrun.job_live j JOIN pg_stat_activity a ON a.pid = j.holder_pid
+			  WHERE j.queue = 'killed-$hold' AND a.query LIKE '%pqrun.heartbeat(%'"
+	fi
 	kill -KILL "$victim"
 	wait "$victim" 2>/dev/null
 	killed_at=$(now_ms)
@@ -248,10 +265,99 @@ for hold in session lease; do
 	q -c "SELECT count(pqrun.cancel(id)) FROM pqrun.jobs WHERE queue = 'killed-$hold'" >/dev/null
 done
 
-echo "== exactly once: 3 worker processes x 2 loops drain 4 waves of 100 jobs, long-polling between waves"
-# Each loop marks a job done with mark_done_and_pickup, which claims its
-# next job in the same transaction; between waves every loop waits in a
-# long-poll pickup. Every job must end DONE after exactly one attempt.
+echo "== one waiting pickup per worker: its poller claims for the free slots, in batches"
+# A worker with 4 slots, alone on queue 'burst' and named by PGAPPNAME in
+# pg_stat_activity. Its poller long-polls for as many jobs as slots are free
+# (--wait '2 s': a pickup begun before every slot was free is soon asked
+# again for all of them); a slot takes its next job with the mark_done of
+# the last. The jobs have no timeout, so their heartbeats wait 60 s before
+# their first renewal.
+(cd "$example" && PGDATABASE=$db PGAPPNAME=pqrun-burst exec node cli.js --handlers ./handlers.js --concurrency 4 \
+	--queues burst --worker-id burst --wait '2 s' --grace-ms 1000 --verbose) >"$tmp/burst.log" 2>&1 &
+burst_pid=$!
+# "connections waiting-pickups" of the burst worker.
+waiting="SELECT count(*) || ' ' || count(*) FILTER (WHERE state = 'active' AND wait_event IN ('PqrunLongPoll', 'Extension')
+                                                  AND query LIKE '%pqrun.pickup(%')
+           FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-burst'"
+# held_by WHAT: how many of queue burst's running jobs are held by a session
+# of the burst worker whose last statement is WHAT (pickup: the poller's).
+held_by() {
+	echo "SELECT count(*) FROM pqrun.job_live j JOIN pg_stat_activity a ON a.pid = j.holder_pid
+	       WHERE j.queue = 'burst' AND j.status = 'RUNNING' AND a.application_name = 'pqrun-burst'
+	         AND a.query LIKE '%pqrun.$1(%'"
+}
+assert "idle with 4 slots: 5 connections, one of them waits in a pickup" wait_for 10 "5 1" "$waiting"
+sleep 2.2
+# Between two pickups (every 2 s) a sample may see none, never two.
+most=$(for _ in $(seq 1 10); do q -c "$waiting" | cut -d' ' -f2; sleep 0.1; done | sort -n | tail -n 1)
+assert "sampled 10 times over a second, never more than one waiting pickup (at most ${most:-?})" [ "$most" = 1 ]
+
+# 12 jobs of 0.5 s at once: the poller's waiting pickup claims 4 (one per
+# free slot); each slot then claims its next with the mark_done of the last.
+q -c "SELECT count(pqrun.enqueue('slow', jsonb_build_object('burst', n, 'seconds', 0.5), queue => 'burst'))
+        FROM generate_series(1, 12) n" >/dev/null
+wait_for 15 12 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'DONE'" || die "the burst did not finish"
+check "every burst job is DONE after exactly one attempt, with one attempt in its history" '12|1|12|12' \
+	"SELECT count(*) || '|' || max(attempts) || '|' || (SELECT count(*) || '|' || count(DISTINCT job_id)
+	   FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id WHERE j.queue = 'burst')
+	   FROM pqrun.jobs WHERE queue = 'burst' AND status = 'DONE'"
+check "the claims: one pickup of 4 (the poller's, for the 4 free slots), then 8 of 1" '4,1,1,1,1,1,1,1,1' \
+	"SELECT string_agg(n::text, ',' ORDER BY n DESC) FROM (SELECT count(*) AS n FROM pqrun.jobs WHERE queue = 'burst'
+	   GROUP BY locked_at) c"
+check "the 8 were claimed by the mark_done of a job before them" 8 \
+	"SELECT count(*) FROM pqrun.jobs n WHERE queue = 'burst'
+	   AND EXISTS (SELECT FROM pqrun.jobs p WHERE p.queue = 'burst' AND p.finished_at = n.locked_at)"
+check "all under the worker's id" burst "SELECT string_agg(DISTINCT locked_by, ',') FROM pqrun.jobs WHERE queue = 'burst'"
+assert "the worker logged the batch of 4" grep -q "claimed jobs=4 free=4" "$tmp/burst.log"
+assert "idle again, one waiting pickup" wait_for 5 "5 1" "$waiting"
+
+# With two slots busy, the poller asks for the other two: of 6 jobs enqueued
+# at once it claims 2, and the two free slots chain the rest. The jobs it
+# claims are held by its session until a heartbeat renews their lease (here
+# after the 60 s of its wait; the SIGKILL test above saw renewals move them).
+q -c "SELECT pqrun.enqueue('slow', '{\"busy\": 1, \"seconds\": 3}', queue => 'burst'),
+             pqrun.enqueue('slow', '{\"busy\": 2, \"seconds\": 3}', queue => 'burst')" >/dev/null
+wait_for 5 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" || die "the two busy jobs did not start"
+check "the two running jobs are held by the poller's session" 2 "$(held_by pickup)"
+sleep 1.5 # their heartbeats begin, on connections of their own
+check "two slots busy: 7 connections (2 of them for heartbeats), one waiting pickup" "7 1" "$waiting"
+q -c "SELECT count(pqrun.enqueue('greet', jsonb_build_object('two_free', n), queue => 'burst')) FROM generate_series(1, 6) n" >/dev/null
+wait_for 5 6 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" ||
+	die "the 6 jobs did not finish"
+check "the claims of the 6: one pickup of 2 (the two free slots), then 4 of 1" '2,1,1,1,1' \
+	"SELECT string_agg(n::text, ',' ORDER BY n DESC) FROM (SELECT count(*) AS n FROM pqrun.jobs
+	   WHERE queue = 'burst' AND payload ? 'two_free' GROUP BY locked_at) c"
+assert "the two busy jobs finish DONE after one attempt" wait_for 5 2 \
+	"SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'busy' AND status = 'DONE' AND attempts = 1"
+
+# A worker killed while the poller's session holds its jobs (their first
+# heartbeat still waiting): they come back within a round of the poller's
+# backend exit, which notices the death within a second although it waits
+# in a pickup. The worker is frozen first, to look at it.
+q -c "SELECT pqrun.enqueue('slow', jsonb_build_object('killed', n, 'seconds', 600), queue => 'burst')
+        FROM generate_series(1, 2) n" >/dev/null
+wait_for 5 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed' AND status = 'RUNNING'" ||
+	die "the two jobs to kill did not start"
+sleep 0.2 # the poller's next pickup begins
+kill -STOP "$burst_pid"
+check "frozen: both are held by the poller's session" 2 "$(held_by pickup)"
+check "which waits in a pickup for the 2 free slots" 2 "$(held_by pickup) AND a.state = 'active'"
+kill -KILL "$burst_pid"
+wait "$burst_pid" 2>/dev/null
+burst_pid=
+killed_at=$(now_ms)
+assert "both jobs READY again, orphaned, within 5 s of the SIGKILL" \
+	wait_for 5 "READY 1 orphaned,READY 1 orphaned" \
+	"SELECT string_agg(status || ' ' || attempts || ' ' || split_part(last_error, ':', 1), ',') FROM pqrun.jobs
+	  WHERE queue = 'burst' AND payload ? 'killed'"
+echo "     $(($(now_ms) - killed_at)) ms after the SIGKILL"
+q -c "SELECT count(pqrun.cancel(id)) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed'" >/dev/null
+
+echo "== exactly once: 3 worker processes x 2 slots drain 4 waves of 100 jobs, long-polling between waves"
+# Each slot marks a job done with mark_done_and_pickup, which claims its
+# next job in the same transaction; between waves each worker's poller waits
+# in a long-poll pickup for its free slots. Every job must end DONE after
+# exactly one attempt.
 drainers=()
 for i in 1 2 3; do
 	(cd "$example" && PGDATABASE=$db exec node cli.js --handlers ./handlers.js --concurrency 2 --queues drain \
@@ -266,6 +372,9 @@ for wave in 1 2 3 4; do
 done
 wait_for 30 400 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'drain' AND status = 'DONE'" ||
 	{ echo "FAIL the drain did not finish"; violations=$((violations + 1)); }
+assert "idle, the 3 workers of 2 slots wait in 3 pickups" wait_for 5 3 \
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-worker'
+	   AND state = 'active' AND query LIKE '%pqrun.pickup(%'"
 for pid in "${drainers[@]}"; do kill -TERM "$pid" 2>/dev/null; done
 for pid in "${drainers[@]}"; do wait "$pid"; assert "a drain worker exits with status 0" [ $? = 0 ]; done
 check "every drain job is DONE after exactly one attempt" '400|1' \
@@ -273,7 +382,9 @@ check "every drain job is DONE after exactly one attempt" '400|1' \
 check "every drain job has exactly one attempt in its history" '400|400' \
 	"SELECT count(*) || '|' || count(DISTINCT job_id) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id
 	  WHERE j.queue = 'drain'"
-check "all six loops took part" 6 "SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE queue = 'drain'"
+check "all three workers took part" 3 "SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE queue = 'drain'"
+slots=$(for i in 1 2 3; do grep " picked job=" "$tmp/drain$i.log" | grep -o "slot=[0-9]*" | sort -u | sed "s/^/$i /"; done | wc -l)
+assert "all six slots ran jobs ($slots)" [ "$slots" = 6 ]
 # A job claimed by mark_done_and_pickup was locked when its predecessor
 # finished: the same transaction, the same worker.
 chained=$(q -c "SELECT count(*) FROM pqrun.jobs n JOIN pqrun.jobs p ON p.queue = 'drain' AND p.locked_by = n.locked_by

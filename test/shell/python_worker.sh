@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/shell/python_worker.sh — the Python worker of examples/python against
 # the test cluster (PGHOST/PGPORT/PGUSER exported, pqrun preloaded): jobs of
-# each kind are enqueued, the CLI worker runs them with 3 loops, and the
+# each kind are enqueued, the CLI worker runs them with 3 slots, and the
 # outcomes are checked in pqrun.jobs and pqrun.job_attempts: results of
 # successful jobs, retries with tracebacks, terminal failures, a handler
 # chain that commits (or rolls back) with its job, heartbeats that keep a job
@@ -9,12 +9,21 @@
 # reaches its running handler at once, progress reports stored while the job
 # runs and kept after it, a handler that snoozes; a graceful shutdown on
 # SIGTERM that finishes one in-flight job and gives two back with
-# pqrun.release (attempt not counted, progress kept); then three worker
-# processes drain 400 jobs in waves, long-polling between them, each job
-# DONE after exactly one attempt, most claimed by the mark_done_and_pickup of
-# the job before them.
+# pqrun.release (attempt not counted, progress kept); a worker killed with
+# SIGKILL has its jobs back within a round (the heartbeats moved their hold
+# to the heartbeat connections), or, with --hold lease, at their stale
+# window. A worker with 4 slots has one poller: idle, exactly one of its
+# connections waits in a pickup; a burst of 12 jobs is claimed by one pickup
+# of 4 and then one by one with the mark_done of the job before, each job
+# DONE after one attempt; with two slots busy the pickup asks for 2; the
+# poller's session holds the jobs it claimed until a heartbeat moves them,
+# and a SIGKILL while it holds them (and waits in a pickup) gives them back
+# within a round. Then three worker processes drain 400 jobs in waves,
+# long-polling between them (idle, 3 waiting pickups for their 6 slots),
+# each job DONE after exactly one attempt, most claimed by the
+# mark_done_and_pickup of the job before them.
 #
-# Needs psycopg 3 (Debian: python3-psycopg). Takes about 30 s, at most ~80 s.
+# Needs psycopg 3 (Debian: python3-psycopg). Takes about 45 s, at most ~80 s.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${PGHOST:?PGHOST must point at the test cluster}" "${PGPORT:?}" "${PGUSER:?}"
@@ -29,12 +38,14 @@ log=$work/worker.log
 worker=
 probe=
 features=
+burst=
 failures=0
 
 cleanup() {
 	[ -n "$worker" ] && kill -KILL "$worker" 2>/dev/null
 	[ -n "$probe" ] && kill -KILL "$probe" 2>/dev/null
 	[ -n "$features" ] && kill -KILL "$features" 2>/dev/null
+	[ -n "$burst" ] && kill -KILL "$burst" 2>/dev/null
 	dropdb --if-exists --force "$db" 2>/dev/null
 	rm -rf "$work"
 }
@@ -102,7 +113,7 @@ q "SELECT pqrun.enqueue('greet', '{\"label\": \"greet-ada\", \"name\": \"ada\"}'
           pqrun.enqueue('summarize', '{\"label\": \"chain-fails\", \"conversation_id\": 2, \"fail\": true}', max_attempts => 1),
           pqrun.enqueue('slow', '{\"label\": \"slow-heartbeats\", \"seconds\": 4}', timeout_seconds => 2)" >/dev/null || exit 1
 
-echo "-- start the worker: 3 loops, heartbeats every 0.5 s, grace period 3 s"
+echo "-- start the worker: 3 slots, heartbeats every 0.5 s, grace period 3 s"
 cd "$repo/examples/python" || exit 1
 start=$SECONDS
 export PYTHONDONTWRITEBYTECODE=1
@@ -166,7 +177,7 @@ beats=$(grep -c "job $(q "SELECT $(job slow-heartbeats)") heartbeat" "$log")
 if [ "$beats" -ge 4 ]; then echo "ok: $beats heartbeats sent"; else fail "expected at least 4 heartbeats for the slow job, the log shows $beats"; fi
 
 echo "-- a job claimed by a long-poll pickup that had already waited 4 s"
-# A second worker serves queue 'probe' alone, so its single loop has been
+# A second worker serves queue 'probe' alone, so its poller has been
 # idle inside pickup(wait => '10 s') since it started; the job comes 4 s
 # into that wait, with a timeout (2 s) shorter than the wait so far.
 cd "$repo/examples/python" || exit 1
@@ -288,6 +299,11 @@ for hold in session lease; do
 	wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" 2 10 ||
 		fail "the two jobs of queue killed-$hold did not start"
 	sleep 1.2 # a heartbeat or two on the heartbeat connections too
+	if [ "$hold" = session ]; then
+		check "the heartbeats moved both jobs' hold from the poller's session to the heartbeat connections" \
+			"SELECT count(*) FROM pqrun.job_live j JOIN pg_stat_activity a ON a.pid = j.holder_pid
+			  WHERE j.queue = 'killed-$hold' AND a.query LIKE '%pqrun.heartbeat(%'" 2
+	fi
 	kill -KILL "$victim"
 	wait "$victim" 2>/dev/null
 	killed_at=$(now_ms)
@@ -305,10 +321,103 @@ for hold in session lease; do
 done
 q "SELECT pqrun.cancel(id) FROM pqrun.jobs WHERE queue = 'killed-session'" >/dev/null
 
-echo "-- exactly once: 3 worker processes x 2 loops drain 4 waves of 100 jobs, long-polling between waves"
-# Each loop marks a job done with mark_done_and_pickup, which claims its
-# next job in the same transaction; between waves every loop waits in a
-# long-poll pickup. Every job must end DONE after exactly one attempt.
+echo "-- one waiting pickup per worker: its poller claims for the free slots, in batches"
+# A worker with 4 slots, alone on queue 'burst' and named by PGAPPNAME in
+# pg_stat_activity. Its poller long-polls for as many jobs as slots are free
+# (--poll-wait 2: a pickup begun before every slot was free is soon asked
+# again for all of them); a slot takes its next job with the mark_done of
+# the last. Heartbeats start a second into a job (--heartbeat-interval 30).
+cd "$repo/examples/python" || exit 1
+PGAPPNAME=pqrun-burst "$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 4 \
+	--queues burst --worker-id burst --poll-wait 2 --heartbeat-interval 30 --grace-period 1 --log-level DEBUG \
+	>"$work/burst.log" 2>&1 &
+burst=$!
+cd - >/dev/null
+# "connections waiting-pickups" of the burst worker.
+waiting="SELECT count(*) || ' ' || count(*) FILTER (WHERE state = 'active' AND wait_event IN ('PqrunLongPoll', 'Extension')
+                                                  AND query LIKE '%pqrun.pickup(%')
+           FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-burst'"
+# held_by WHAT: how many of queue burst's running jobs are held by a session
+# of the burst worker whose last statement is WHAT (pickup: the poller's).
+held_by() {
+	echo "SELECT count(*) FROM pqrun.job_live j JOIN pg_stat_activity a ON a.pid = j.holder_pid
+	       WHERE j.queue = 'burst' AND j.status = 'RUNNING' AND a.application_name = 'pqrun-burst'
+	         AND a.query LIKE '%pqrun.$1(%'"
+}
+wait_for "$waiting" "5 1" 10 && echo "ok: idle with 4 slots: 5 connections, one of them waits in a pickup" ||
+	fail "the idle burst worker does not have exactly one waiting pickup among its 5 connections"
+sleep 2.2
+# Between two pickups (every 2 s) a sample may see none, never two.
+most=$(for _ in $(seq 1 10); do q "$waiting" | cut -d' ' -f2; sleep 0.1; done | sort -n | tail -n 1)
+[ "$most" = 1 ] && echo "ok: sampled 10 times over a second, never more than one waiting pickup" ||
+	fail "the idle burst worker had up to ${most:-?} waiting pickups"
+
+# 12 jobs of 0.5 s at once: the poller's waiting pickup claims 4 (one per
+# free slot); each slot then claims its next with the mark_done of the last.
+q "SELECT count(pqrun.enqueue('slow', jsonb_build_object('burst', n, 'seconds', 0.5), queue => 'burst'))
+     FROM generate_series(1, 12) n" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'DONE'" 12 15 || fail "the burst did not finish"
+check "every burst job is DONE after exactly one attempt, with one attempt in its history" \
+	"SELECT count(*) || ' ' || max(attempts) || ' ' || (SELECT count(*) || ' ' || count(DISTINCT job_id)
+	   FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id WHERE j.queue = 'burst')
+	   FROM pqrun.jobs WHERE queue = 'burst' AND status = 'DONE'" "12 1 12 12"
+check "the claims: one pickup of 4 (the poller's, for the 4 free slots), then 8 of 1" \
+	"SELECT string_agg(n::text, ',' ORDER BY n DESC) FROM (SELECT count(*) AS n FROM pqrun.jobs WHERE queue = 'burst'
+	   GROUP BY locked_at) c" "4,1,1,1,1,1,1,1,1"
+check "the 8 were claimed by the mark_done of a job before them" \
+	"SELECT count(*) FROM pqrun.jobs n WHERE queue = 'burst'
+	   AND EXISTS (SELECT FROM pqrun.jobs p WHERE p.queue = 'burst' AND p.finished_at = n.locked_at)" 8
+check "all under the worker's id" "SELECT string_agg(DISTINCT locked_by, ',') FROM pqrun.jobs WHERE queue = 'burst'" burst
+grep -q "poller: claimed 4 job(s) for 4 free slot(s)" "$work/burst.log" && echo "ok: the worker logged the batch of 4" ||
+	fail "the worker did not log a batch of 4"
+wait_for "$waiting" "5 1" 5 && echo "ok: idle again, one waiting pickup" || fail "no single waiting pickup after the burst"
+
+# With two slots busy, the poller asks for the other two: of 6 jobs enqueued
+# at once it claims 2, and the two free slots chain the rest. The jobs it
+# claims are held by its session until a heartbeat renews their lease (here
+# after the 30 s of its wait; the SIGKILL test above saw renewals move them).
+q "SELECT pqrun.enqueue('slow', '{\"busy\": 1, \"seconds\": 3}', queue => 'burst'),
+          pqrun.enqueue('slow', '{\"busy\": 2, \"seconds\": 3}', queue => 'burst')" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" 2 5 || fail "the two busy jobs did not start"
+check "the two running jobs are held by the poller's session" "$(held_by pickup)" 2
+sleep 1.5 # their heartbeats begin, on connections of their own
+check "two slots busy: 7 connections (2 of them for heartbeats), one waiting pickup" "$waiting" "7 1"
+q "SELECT count(pqrun.enqueue('greet', jsonb_build_object('two_free', n), queue => 'burst')) FROM generate_series(1, 6) n" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" 6 5 ||
+	fail "the 6 jobs did not finish"
+check "the claims of the 6: one pickup of 2 (the two free slots), then 4 of 1" \
+	"SELECT string_agg(n::text, ',' ORDER BY n DESC) FROM (SELECT count(*) AS n FROM pqrun.jobs
+	   WHERE queue = 'burst' AND payload ? 'two_free' GROUP BY locked_at) c" "2,1,1,1,1"
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'busy' AND status = 'DONE' AND attempts = 1" 2 5 ||
+	fail "the two busy jobs did not finish DONE after one attempt"
+
+# A worker killed while the poller's session holds its jobs (their first
+# heartbeat still waiting): they come back within a round of the poller's
+# backend exit, which notices the death within a second although it waits
+# in a pickup. The worker is frozen first, to look at it.
+q "SELECT pqrun.enqueue('slow', jsonb_build_object('killed', n, 'seconds', 600), timeout_seconds => 3600, queue => 'burst')
+     FROM generate_series(1, 2) n" >/dev/null
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed' AND status = 'RUNNING'" 2 5 ||
+	fail "the two jobs to kill did not start"
+sleep 0.2 # the poller's next pickup begins
+kill -STOP "$burst"
+check "frozen: both are held by the poller's session" "$(held_by pickup)" 2
+check "which waits in a pickup for the 2 free slots" "$(held_by pickup) AND a.state = 'active'" 2
+kill -KILL "$burst"
+wait "$burst" 2>/dev/null
+burst=
+killed_at=$(now_ms)
+wait_for "SELECT string_agg(status || ' ' || attempts || ' ' || last_error, ',') FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed'" \
+	"READY 1 orphaned: the backend holding the job exited,READY 1 orphaned: the backend holding the job exited" 5 &&
+	echo "ok: both jobs READY again $(($(now_ms) - killed_at)) ms after the SIGKILL" ||
+	fail "the jobs held by the killed worker's poller did not come back within 5 s"
+q "SELECT pqrun.cancel(id) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed'" >/dev/null
+
+echo "-- exactly once: 3 worker processes x 2 slots drain 4 waves of 100 jobs, long-polling between waves"
+# Each slot marks a job done with mark_done_and_pickup, which claims its
+# next job in the same transaction; between waves each worker's poller waits
+# in a long-poll pickup for its free slots. Every job must end DONE after
+# exactly one attempt.
 drainers=()
 cd "$repo/examples/python" || exit 1
 for i in 1 2 3; do
@@ -325,6 +434,9 @@ for wave in 1 2 3 4; do
 done
 wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'drain' AND status = 'DONE'" 400 30 ||
 	fail "the drain did not finish"
+wait_for "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db' AND application_name = 'pqrun-worker'
+            AND state = 'active' AND query LIKE '%pqrun.pickup(%'" 3 5 &&
+	echo "ok: idle, the 3 workers of 2 slots wait in 3 pickups" || fail "the idle drain workers do not wait in 3 pickups"
 for pid in "${drainers[@]}"; do kill -TERM "$pid" 2>/dev/null; done
 for pid in "${drainers[@]}"; do await_exit "$pid" 10; [ $rc = 0 ] || fail "a drain worker exited with $rc"; done
 check "every drain job is DONE after exactly one attempt" \
@@ -332,8 +444,10 @@ check "every drain job is DONE after exactly one attempt" \
 check "every drain job has exactly one attempt in its history" \
 	"SELECT count(*) || ' ' || count(DISTINCT job_id) FROM pqrun.job_attempts a JOIN pqrun.jobs j ON j.id = a.job_id
 	  WHERE j.queue = 'drain'" "400 400"
-check "all six loops took part" \
-	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE queue = 'drain'" 6
+check "all three workers took part" \
+	"SELECT count(DISTINCT locked_by) FROM pqrun.jobs WHERE queue = 'drain'" 3
+slots=$(for i in 1 2 3; do grep " started$" "$work/drain$i.log" | grep -o "\[pqrun-slot-[0-9]*\]" | sort -u | sed "s/^/$i /"; done | wc -l)
+[ "$slots" = 6 ] && echo "ok: all six slots ran jobs" || fail "$slots of the six slots ran jobs"
 # A job claimed by mark_done_and_pickup was locked when its predecessor
 # finished: the same transaction, the same worker.
 chained=$(q "SELECT count(*) FROM pqrun.jobs n JOIN pqrun.jobs p ON p.queue = 'drain' AND p.locked_by = n.locked_by

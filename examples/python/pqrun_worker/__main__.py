@@ -2,7 +2,9 @@
 
 Runs a Worker with the handlers of a module: its ``registry`` (a Registry) or
 ``HANDLERS`` (a dict job_type -> function), or the attribute named as in
-``--module myhandlers:my_registry``. Stops gracefully on SIGTERM/SIGINT.
+``--module myhandlers:my_registry``. ``--concurrency`` slots run jobs, and
+one poller claims jobs for the free ones, up to all of them in one pickup
+that long-polls ``--poll-wait`` seconds. Stops gracefully on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -40,11 +42,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="libpq connection string (default $PQRUN_DSN; PGHOST, PGDATABASE... apply)")
     p.add_argument("--module", required=True, help="module with the handlers: name or name:attribute")
     p.add_argument("--concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "1")),
-                   help="jobs run at once, one connection each (default $WORKER_CONCURRENCY or 1)")
+                   help="slots: jobs run at once, one connection each, and one more for the poller that claims"
+                        " jobs for the free slots (default $WORKER_CONCURRENCY or 1)")
     p.add_argument("--job-types", type=csv, default=None, help="comma-separated (default: every registered type)")
     p.add_argument("--queues", type=csv, default=None, help="comma-separated (default: all queues)")
     p.add_argument("--worker-id", default=None, help="default: hostname-pid")
-    p.add_argument("--poll-wait", type=float, default=5.0, help="seconds one pickup long-polls (default 5)")
+    p.add_argument("--poll-wait", type=float, default=5.0,
+                   help="seconds one pickup of the poller long-polls (default 5)")
     p.add_argument("--heartbeat-interval", type=float, default=30.0,
                    help="seconds one heartbeat of a running job waits in the server before it renews the lease"
                         " (default 30)")

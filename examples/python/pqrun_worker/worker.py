@@ -1,27 +1,42 @@
 """Worker: runs handlers for pqrun jobs.
 
-``concurrency`` loops, each a thread with its own connection, long-poll
-``pqrun.pickup`` (the server wakes them when a job is committed), call the
-handler registered for the job's type and report the outcome:
+A worker has ``concurrency`` slots, each a thread that runs one job at a
+time on a connection of its own, and one poller, a thread with a connection
+of its own that claims jobs for the slots that are free:
 
-- the handler returns (a dict or None)  -> mark_done(result), as
-  ``pqrun.mark_done_and_pickup``: the same statement claims the loop's next
-  job, so a busy loop commits once per job; only when it gets none does the
-  loop go back to a waiting pickup
-- it raises TerminalError                -> mark_error(terminal => true): FAILED
-- it raises Snooze(seconds)              -> pqrun.snooze: READY again after
-  `seconds`, the attempt not used up
-- it raises anything else                -> mark_error(traceback): READY again
-  with backoff (pqrun.backoff, or RetryLater(after=...)), FAILED when out of
-  attempts.
+- The poller long-polls ``pqrun.pickup(worker_id, ..., batch_size => <free
+  slots>, wait => poll_wait)`` while at least one slot is free (the server
+  wakes it when a matching job is committed) and hands each job it gets to a
+  free slot. A burst of jobs is claimed in batches of up to the free slots,
+  and however many slots a worker has, at most one of its connections waits
+  in a pickup.
+- A slot calls the handler registered for the job's type and reports the
+  outcome:
+
+  - the handler returns (a dict or None)  -> mark_done(result), as
+    ``pqrun.mark_done_and_pickup`` (one job, no wait): the same statement
+    claims the slot's next job, so a busy slot commits once per job; only
+    when it gets none is the slot free again, for the poller to fill
+  - it raises TerminalError                -> mark_error(terminal => true): FAILED
+  - it raises Snooze(seconds)              -> pqrun.snooze: READY again after
+    `seconds`, the attempt not used up
+  - it raises anything else                -> mark_error(traceback): READY again
+    with backoff (pqrun.backoff, or RetryLater(after=...)), FAILED when out of
+    attempts.
+
+Every claim is made under ``worker_id`` (default ``hostname-pid``), the
+poller's and the slots' alike, so ``pqrun.workers`` shows one row per
+worker process; the log names the slot (thread ``pqrun-slot-N``).
 
 A handler's database work through ``ctx.conn`` and ``ctx.enqueue`` runs in
-the transaction that marks its job done: the follow-up job and the handler's
-writes exist exactly when the job is DONE (the design's "handler chain").
-If the lease was lost meanwhile (the job was reaped or cancelled), pqrun
-refuses mark_done and all of it rolls back.
+the transaction that marks its job done, on the slot's connection: the
+follow-up job and the handler's writes exist exactly when the job is DONE
+(the design's "handler chain"). If the lease was lost meanwhile (the job was
+reaped or cancelled), pqrun refuses mark_done and all of it rolls back. The
+lease token makes the finish work from the slot's connection whichever
+connection claimed the job.
 
-Each loop has a heartbeat thread with a connection of its own. A job that
+Each slot has a heartbeat thread with a connection of its own. A job that
 runs longer than a second (or half of ``heartbeat_interval``, if less) gets
 ``pqrun.heartbeat(..., wait => heartbeat_interval)`` over and over: it sleeps
 in the server and renews the lease at its end, and it fails (55000) the
@@ -31,23 +46,30 @@ handler's ``ctx.progress(...)`` reports go out with a heartbeat of their own,
 at most one a second (a report cancels a waiting heartbeat to get out now),
 and the last one at the latest with the job's outcome.
 
-The jobs a worker claims are held by its session as well as by their leases
-(``hold="session"``, ``SET pqrun.claim_hold = session`` on the loops' and the
-heartbeats' connections): if the process dies, a maintenance round gives its
-jobs back within a second or two instead of after their stale window. Behind
-a pooler in transaction mode, whose server connections are not the worker's,
-pass ``hold="lease"``: the jobs then wait for their stale window.
+The jobs a worker claims are held by the session that claimed them as well
+as by their leases (``hold="session"``, ``SET pqrun.claim_hold = session`` on
+every connection of the worker): by the poller's session, or by the slot's
+for a job that mark_done_and_pickup claimed; each renewal of the lease by a
+heartbeat moves the hold to the slot's heartbeat connection. All of them
+live as long as the worker, so if the process dies, a maintenance round
+gives all its jobs back within a second or two instead of after their stale
+window (the poller's backend, which may be waiting in a pickup, looks once a
+second whether the worker is still connected). Behind a pooler in
+transaction mode, whose server connections are not the worker's, pass
+``hold="lease"``: the jobs then wait for their stale window.
 
-Shutdown (SIGTERM, SIGINT or ``stop()``): stop picking up, let in-flight jobs
-finish within ``grace_period`` seconds, then give the rest back with
-``pqrun.release`` (READY at once, the attempt not used up), tell their
-handlers to stop, and return. A second signal skips the rest of the grace
-period.
+Shutdown (SIGTERM, SIGINT or ``stop()``): stop claiming (the poller's waiting
+pickup is cancelled) and give the jobs the poller claimed for no slot yet
+back with ``pqrun.release`` at once, let in-flight jobs finish within
+``grace_period`` seconds, then give the rest back too (READY at once, the
+attempt not used up), tell their handlers to stop, and return. A second
+signal skips the rest of the grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import inspect
 import logging
@@ -60,6 +82,7 @@ import traceback
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import psycopg
+import psycopg.conninfo
 
 from .store import Job, PgJobStore, job_cancelled, lease_lost
 
@@ -214,7 +237,7 @@ class JobContext:
 class _InFlight:
     job: Job
     ctx: JobContext
-    n: int  # the loop running it
+    n: int  # the slot running it
     started: float
     settled: bool = False  # the handler returned: its heartbeats' errors no longer matter
     progress_sent: int = 0  # reports stored so far (ctx._progress[0] when none is pending)
@@ -260,36 +283,64 @@ class Worker:
         self.loop_error_policy = loop_error_policy
         self.hold = hold
 
-        self._stop = threading.Event()       # loops: no more pickups
+        self._stop = threading.Event()       # the poller and the slots: claim nothing more
         self._beats_stop = threading.Event()  # heartbeat threads: exit
         self._stop_requests = 0               # signals received (plain int: signal-safe)
         self._lock = threading.Lock()
-        self._polling: dict[int, psycopg.Connection] = {}  # loops inside a long-poll pickup
+        # The handoff from the poller to the slots, under _lock: _idle slots
+        # wait on _ready for a job of _handoff; the poller waits on it for
+        # _idle to exceed len(_handoff), the slots no job is meant for yet.
+        self._ready = threading.Condition(self._lock)
+        self._handoff: collections.deque[Job] = collections.deque()
+        self._idle = 0
+        self._poller: Optional[threading.Thread] = None
+        self._poll_conn: Optional[psycopg.Connection] = None
+        self._polling = False  # the poller is inside its long-poll pickup
         self._inflight: dict[int, _InFlight] = {}
-        self._loops: list[threading.Thread] = []
+        self._slots: list[threading.Thread] = []
         self._beats: list[threading.Thread] = []
         self._beat_wake = {n: threading.Event() for n in range(1, concurrency + 1)}
         self._beat_conns: dict[int, psycopg.Connection] = {}
 
-    def _connect(self) -> psycopg.Connection:
-        """A connection for a loop or its heartbeats, whose claims are held as ``hold`` says."""
-        conn = self.store.connect()
+    def _named(self, **overrides: Any) -> dict:
+        """Connection options that name the connection ``pqrun-worker`` in
+        pg_stat_activity, unless the DSN, the store's options or PGAPPNAME
+        name it."""
+        if ("application_name" not in psycopg.conninfo.conninfo_to_dict(self.store.dsn)
+                and "application_name" not in self.store.connect_kwargs and not os.environ.get("PGAPPNAME")):
+            overrides["application_name"] = "pqrun-worker"
+        return overrides
+
+    def _connect(self, poller: bool = False) -> psycopg.Connection:
+        """A connection of the poller, a slot or a slot's heartbeats, whose
+        claims are held as ``hold`` says."""
+        conn = self.store.connect(**self._named())
         if self.hold == "session":
             conn.execute("SET pqrun.claim_hold = session")
+            if poller:
+                # The poller's session holds jobs while it waits in a pickup,
+                # and a waiting backend notices that its client died only
+                # when it looks: once a second, not at the end of the wait.
+                try:
+                    conn.execute("SET client_connection_check_interval = '1s'")
+                except psycopg.Error as exc:  # a platform without the check
+                    log.debug("poller: client_connection_check_interval not set: %s", exc)
         return conn
 
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
-        log.info("worker %s: %d loop(s), job types %s, queues %s", self.worker_id, self.concurrency,
+        log.info("worker %s: %d slot(s), job types %s, queues %s", self.worker_id, self.concurrency,
                  ",".join(self.job_types), ",".join(self.queues) if self.queues else "(all)")
         for n in range(1, self.concurrency + 1):
             b = threading.Thread(target=self._beat_loop, args=(n,), name=f"pqrun-beat-{n}", daemon=True)
             b.start()
             self._beats.append(b)
-            t = threading.Thread(target=self._loop, args=(n,), name=f"pqrun-loop-{n}", daemon=True)
+            t = threading.Thread(target=self._slot, args=(n,), name=f"pqrun-slot-{n}", daemon=True)
             t.start()
-            self._loops.append(t)
+            self._slots.append(t)
+        self._poller = threading.Thread(target=self._poll, name="pqrun-poller", daemon=True)
+        self._poller.start()
 
     def stop(self) -> None:
         """Ask run() to shut down (as SIGTERM does)."""
@@ -311,22 +362,27 @@ class Worker:
                 signal.signal(sig, handler)
 
     def shutdown(self) -> int:
-        self._stop.set()
-        with self._lock:
+        with self._ready:
+            self._stop.set()
+            self._ready.notify_all()  # free slots and a poller waiting for one
             log.info("shutting down: %d job(s) in flight, grace period %gs", len(self._inflight), self.grace_period)
-            # Wake loops sleeping in pickup(wait => ...). A loop whose pickup
-            # committed just before the cancel may still see an error; the job
-            # it claimed goes back to READY when this process's connections
-            # close (orphan rescue) or at its stale timeout.
-            for conn in self._polling.values():
-                try:
-                    conn.cancel()
-                except psycopg.Error:
-                    pass
+        self._cancel_poll()
+        poller = self._poller
         deadline = time.monotonic() + self.grace_period
-        while (any(t.is_alive() for t in self._loops) and time.monotonic() < deadline
-               and self._stop_requests < 2):
+        recancel = time.monotonic() + 1.0
+        handed_back = False
+        while ((poller is not None and poller.is_alive()) or any(t.is_alive() for t in self._slots)) \
+                and time.monotonic() < deadline and self._stop_requests < 2:
+            if not handed_back and (poller is None or not poller.is_alive()):
+                handed_back = True
+                self._release_unassigned()
+            if time.monotonic() >= recancel:
+                # A cancel that reaches the backend before the pickup starts
+                # is ignored: repeat it while the poller still waits.
+                recancel = time.monotonic() + 1.0
+                self._cancel_poll()
             time.sleep(0.05)
+        self._release_unassigned()
         with self._lock:
             unfinished = [f for f in self._inflight.values() if not f.settled and not f.ctx.lease_lost]
             for f in unfinished:
@@ -345,22 +401,63 @@ class Worker:
             wake.set()
         for b in self._beats:
             b.join(timeout=2)
-        for t in self._loops:
+        for t in self._slots:
             t.join(timeout=0.2)
+        # The poller's session holds the jobs it claimed: it closes only now
+        # that they are finished or given back (a poller still inside its
+        # pickup keeps its connection, which ends with the process).
+        if poller is not None and not poller.is_alive() and self._poll_conn is not None:
+            self._poll_conn.close()
         log.info("worker %s stopped", self.worker_id)
         return 0
 
     @property
     def stragglers(self) -> int:
         """Handler threads still running after shutdown (their jobs were released)."""
-        return sum(t.is_alive() for t in self._loops)
+        return sum(t.is_alive() for t in self._slots)
+
+    def _cancel_poll(self) -> None:
+        """Cancels the poller's waiting pickup. Under _lock, so the cancel can
+        only reach that pickup: the poller clears _polling under _lock
+        before its connection runs anything else."""
+        with self._lock:
+            if self._polling and self._poll_conn is not None:
+                try:
+                    self._poll_conn.cancel()
+                except psycopg.Error:
+                    pass
+
+    def _side_connection(self, what: str) -> Optional[psycopg.Connection]:
+        """A short-lived connection for a release or a late report, bounded in time."""
+        try:
+            conn = self.store.connect(**self._named(connect_timeout=5))
+            conn.execute("SET statement_timeout = '5s'")
+            return conn
+        except psycopg.Error as exc:
+            log.error("cannot %s, the server gives the job(s) back later: %s", what, exc)
+            return None
+
+    def _release_unassigned(self) -> None:
+        """Gives back, with pqrun.release, the jobs the poller claimed for no slot yet."""
+        with self._lock:
+            jobs = list(self._handoff)
+            self._handoff.clear()
+        if not jobs:
+            return
+        conn = self._side_connection(f"release {len(jobs)} unstarted job(s)")
+        if conn is None:
+            return
+        with conn:
+            for job in jobs:
+                try:
+                    self.store.release(job, conn=conn)
+                    log.info("job %s (%s) released unstarted -> READY, attempt not counted", job.id, job.job_type)
+                except psycopg.Error as exc:
+                    log.warning("job %s: release failed: %s", job.id, exc)
 
     def _release(self, flights: list[_InFlight]) -> None:
-        try:
-            conn = self.store.connect(connect_timeout=5)
-            conn.execute("SET statement_timeout = '5s'")
-        except psycopg.Error as exc:
-            log.error("cannot release %d job(s), they return at their stale timeout: %s", len(flights), exc)
+        conn = self._side_connection(f"release {len(flights)} job(s)")
+        if conn is None:
             return
         with conn:
             for f in flights:
@@ -375,55 +472,122 @@ class Worker:
                     else:
                         log.error("job %s: release failed: %s", f.job.id, exc)
 
-    # -- the loops ----------------------------------------------------------------
+    # -- the poller and the slots ------------------------------------------------------
 
-    def _loop(self, n: int) -> None:
-        worker_id = f"{self.worker_id}/{n}"
+    def _poll(self) -> None:
+        """Claims jobs for the free slots: one long-poll pickup at a time, for
+        as many jobs as slots are free, and only while one is."""
+        errors = 0
+        while True:
+            with self._ready:
+                while not self._stop.is_set() and self._idle <= len(self._handoff):
+                    self._ready.wait()
+                if self._stop.is_set():
+                    break
+                free = self._idle - len(self._handoff)
+            try:
+                conn = self._poll_conn
+                if conn is None or conn.closed or conn.broken:
+                    if conn is not None:
+                        conn.close()
+                    conn = self._poll_conn = self._connect(poller=True)
+                with self._lock:
+                    if self._stop.is_set():
+                        break
+                    self._polling = True
+                try:
+                    jobs = self.store.pickup(self.worker_id, self.job_types, self.queues, batch_size=free,
+                                             wait=self.poll_wait, conn=conn)
+                finally:
+                    with self._lock:
+                        self._polling = False
+                errors = 0
+            except psycopg.Error as exc:
+                if self._stop.is_set():
+                    break  # our own cancel at shutdown
+                errors += 1
+                delay = self.loop_error_policy.delay(errors)
+                log.warning("poller: pickup failed (%s); retrying in %gs", exc, delay)
+                self._stop.wait(delay)
+                continue
+            if jobs:
+                log.debug("poller: claimed %d job(s) for %d free slot(s)", len(jobs), free)
+                with self._ready:
+                    # After a stop no slot takes them: shutdown releases them.
+                    self._handoff.extend(jobs)
+                    self._ready.notify_all()
+
+    def _next_job(self) -> Optional[Job]:
+        """Waits, as a free slot, for a job from the poller; None at shutdown."""
+        with self._ready:
+            self._idle += 1
+            self._ready.notify_all()  # one more free slot for the poller
+            try:
+                while not self._handoff and not self._stop.is_set():
+                    self._ready.wait()
+                if self._stop.is_set():
+                    return None
+                return self._handoff.popleft()
+            finally:
+                self._idle -= 1
+
+    def _slot(self, n: int) -> None:
         conn: Optional[psycopg.Connection] = None
         errors = 0
-        claimed: list[Job] = []  # claimed with the last job's mark_done: ours already
-        while claimed or not self._stop.is_set():
-            if claimed:
-                jobs, claimed = claimed, []
-            else:
-                try:
-                    if conn is None or conn.closed or conn.broken:
-                        conn = self._connect()
-                    with self._lock:
-                        if self._stop.is_set():
-                            break
-                        self._polling[n] = conn
-                    try:
-                        jobs = self.store.pickup(worker_id, self.job_types, self.queues, wait=self.poll_wait, conn=conn)
-                    finally:
-                        with self._lock:
-                            self._polling.pop(n, None)
-                    errors = 0
-                except psycopg.Error as exc:
-                    if self._stop.is_set():
-                        break  # our own cancel at shutdown
-                    errors += 1
-                    delay = self.loop_error_policy.delay(errors)
-                    log.warning("%s: pickup failed (%s); retrying in %gs", worker_id, exc, delay)
-                    if conn is not None and conn.broken:
+        job: Optional[Job] = None  # claimed with the last job's mark_done: ours already
+        while job is not None or not self._stop.is_set():
+            if job is None:
+                # A slot counts as free only with a connection to run its job on.
+                if conn is None or conn.closed or conn.broken:
+                    if conn is not None:
                         conn.close()
-                    self._stop.wait(delay)
-                    continue
-            for i, job in enumerate(jobs):
-                try:
-                    claimed = self._run(job, conn, worker_id, n, claim_next=i == len(jobs) - 1)
-                except Exception:  # a broken connection: the server rescues the job
-                    log.exception("%s: job %s: could not report its outcome", worker_id, job.id)
+                    try:
+                        conn = self._connect()
+                        errors = 0
+                    except psycopg.Error as exc:
+                        errors += 1
+                        delay = self.loop_error_policy.delay(errors)
+                        log.warning("slot %d: cannot connect (%s); retrying in %gs", n, exc, delay)
+                        conn = None
+                        self._stop.wait(delay)
+                        continue
+                job = self._next_job()
+                if job is None:
+                    break
+            try:
+                job = self._run(job, conn, n)
+            except Exception as exc:  # the connection broke, or the commit failed
+                log.exception("slot %d: job %s: could not report its outcome", n, job.id)
+                self._report_lost(job, exc)
+                job = None
         if conn is not None:
             conn.close()
         self.store.close()
 
-    def _run(self, job: Job, conn: psycopg.Connection, worker_id: str, n: int, claim_next: bool = False) -> list[Job]:
-        """Runs `job` and reports its outcome. With `claim_next`, a job that
-        ends DONE is marked done by mark_done_and_pickup, which claims the
-        next job in the same transaction (one commit per job instead of two):
-        answered once that transaction committed."""
-        ctx = JobContext(job, self.store, worker_id, conn, self._stop,
+    def _report_lost(self, job: Job, exc: Exception) -> None:
+        """Records a failed attempt of `job`, whose outcome its slot could not
+        report, from a new connection: the job may be held by the poller's
+        session, which lives on, and would otherwise wait for its stale
+        window. If the report did commit, the lease token makes pqrun refuse
+        this one (55000)."""
+        conn = self._side_connection(f"record the lost outcome of job {job.id}")
+        if conn is None:
+            return
+        with conn:
+            try:
+                status = self.store.mark_error(job, f"the worker could not report the outcome: {exc}", conn=conn)
+                log.warning("job %s (%s): outcome lost -> %s", job.id, job.job_type, status)
+            except psycopg.Error as mark_exc:
+                if not lease_lost(mark_exc):
+                    log.error("job %s: mark_error failed (%s); the server rescues it later", job.id, mark_exc)
+
+    def _run(self, job: Job, conn: psycopg.Connection, n: int) -> Optional[Job]:
+        """Runs `job` on slot n and reports its outcome. A job that ends DONE
+        is marked done by mark_done_and_pickup, which claims the slot's next
+        job in the same transaction (one commit per job instead of two),
+        unless the worker is stopping: returned once that transaction
+        committed."""
+        ctx = JobContext(job, self.store, self.worker_id, conn, self._stop,
                          on_progress=lambda: self._progress_reported(flight))
         claimed: list[Job] = []
         flight = _InFlight(job, ctx, n, started=time.monotonic())
@@ -448,17 +612,17 @@ class Worker:
                         self._snooze(ctx, exc, conn)
                     else:
                         self._fail(ctx, exc, conn)
-                return []
+                return None
             flight.settled = True
             if self._dropped(flight):
                 ctx._end(psycopg.Rollback())
-                return []
+                return None
             try:
                 ctx.conn  # mark_done joins the job's transaction
                 self._flush_progress(flight, conn)
-                if claim_next and not self._stop.is_set():
-                    claimed = self.store.mark_done_and_pickup(job, result, worker_id, self.job_types, self.queues,
-                                                              conn=conn)
+                if not self._stop.is_set():
+                    claimed = self.store.mark_done_and_pickup(job, result, self.worker_id, self.job_types,
+                                                              self.queues, conn=conn)
                 else:
                     self.store.mark_done(job, result, conn=conn)
             except Exception as exc:
@@ -467,10 +631,10 @@ class Worker:
                     self._lease_lost(flight)
                 else:  # e.g. the handler left the transaction aborted, or a result that is not JSON
                     self._fail(ctx, exc, conn)
-                return []
-            ctx._end()  # the claims count only once this commit returned
+                return None
+            ctx._end()  # the claim counts only once this commit returned
             log.info("job %s (%s) done in %.0f ms", job.id, job.job_type, (time.monotonic() - flight.started) * 1000)
-            return claimed
+            return claimed[0] if claimed else None
         finally:
             with self._lock:
                 self._inflight.pop(n, None)
@@ -495,6 +659,8 @@ class Worker:
         except psycopg.Error as mark_exc:
             if lease_lost(mark_exc):
                 self._lease_lost(self._flight_of(job))
+            elif conn.broken:
+                raise  # the slot records the attempt from a new connection
             else:
                 log.error("job %s: mark_error failed (%s); the server rescues it later", job.id, mark_exc)
             return
@@ -530,8 +696,8 @@ class Worker:
     # -- heartbeats and progress ----------------------------------------------------
 
     def _beat_loop(self, n: int) -> None:
-        """Loop n's heartbeats. A waiting heartbeat sleeps inside its
-        statement, so it has a connection of its own: on the loop's, the
+        """Slot n's heartbeats. A waiting heartbeat sleeps inside its
+        statement, so it has a connection of its own: on the slot's, the
         job's mark_done would queue behind it."""
         conn: Optional[psycopg.Connection] = None
         wake = self._beat_wake[n]
