@@ -200,6 +200,7 @@ int nended = 0;
 bool ended_overflow = false;
 bool limited_look = false;
 bool skipped = false;
+bool held_back = false; /* a row of the look was passed over by Blocked or Reserve, not by the pick's filter */
 bool counted_applies = false; /* the last Prepare's look met a limit or rate limit */
 /* The keyed queues the last Prepare's look may claim from (LaneQueues). */
 const char **lane_queues = nullptr;
@@ -1160,7 +1161,7 @@ EnsureCache()
 bool
 Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
 {
-	limited_look = skipped = false;
+	limited_look = skipped = held_back = false;
 	next_token_at = 0;
 	nlane_queues = 0;
 	if (look_context == nullptr)
@@ -1251,7 +1252,7 @@ Blocked(Datum queue, Datum job_type)
 	for (int i = range.lo; i < range.hi; i++) {
 		const Control &c = controls[i];
 		if (Matches(c, queue, job_type) && (c.paused || Full(c)))
-			return skipped = true;
+			return skipped = held_back = true;
 	}
 	return false;
 }
@@ -1272,10 +1273,10 @@ Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, cons
 		if (!Matches(c, queue, job_type, key))
 			continue;
 		if (c.paused)
-			return !(skipped = true);
+			return !(skipped = held_back = true);
 		if (Counted(c)) {
 			if (nlimits == kMaxLimits || c.counter < 0)
-				return !(skipped = true);
+				return !(skipped = held_back = true);
 			limits[nlimits++] = &c;
 			per_key = per_key || (c.max_per_key >= 0 && key_hash != 0);
 			per_key_rate = per_key_rate || (c.rate_per_key > 0 && key_hash != 0);
@@ -1341,6 +1342,7 @@ Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, cons
 	}
 	LWLockRelease(shared->lock);
 	skipped = skipped || !ok;
+	held_back = held_back || !ok;
 	return ok;
 }
 
@@ -1458,6 +1460,12 @@ bool
 Skipped()
 {
 	return skipped;
+}
+
+bool
+HeldBack()
+{
+	return held_back;
 }
 
 void

@@ -122,6 +122,10 @@ Datum ControlledQueues();
  * held a job back or BlockedQueues/BlockedPairs named one: the pickup then
  * passed over READY jobs and must not raise the pickup hint past them. */
 bool Skipped();
+/* HeldBack answers whether the look passed over a row by Blocked or Reserve
+ * (a full limit, an empty bucket), not only by the pick's filter of blocked
+ * queues and pairs, which BlockedQueues and BlockedPairs make. */
+bool HeldBack();
 
 /* LimitedLook answers whether the last Prepare found a limit the look may
  * claim from full: a waiter then looks again now and then, in case a place

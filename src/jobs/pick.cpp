@@ -353,15 +353,16 @@ PickLanes(const Datum *values, const char *nulls, int32 want, ClaimReceiver *rec
 	return pick_lanes::Pick(request, to);
 }
 
-/* A filtered pickup's own hint (the database's is raised by unfiltered
- * pickups only): no READY job of its filter has a pickup key below `key`,
- * while no job became READY below it since hint generation `gen`
- * (wake::NothingReadyBelow). Under a transaction that holds back vacuum, a
- * worker that asks for its job types starts past the dead entries its own
- * claims left, as an unfiltered one starts at the database's hint. One per
- * backend, for the last filter (a worker asks with the same one each time):
- * the pick statement and a copy of its filters' arrays, in
- * TopMemoryContext. */
+/* A filtered pickup's own hint (the database's is raised by pickups that
+ * pass over nothing only): no READY job its filter lets through has a
+ * pickup key below `key`, while no job became READY below it since hint
+ * generation `gen` (wake::NothingReadyBelow). Under a transaction that
+ * holds back vacuum, a worker that asks for its job types, or any pickup
+ * beside a paused queue, starts past the dead entries its own claims left,
+ * as an unfiltered one starts at the database's hint. One per backend, for
+ * the last filter (a worker asks with the same one each time): the pick
+ * statement and a copy of its filter's arrays (job types, queues, blocked
+ * queues and pairs: a resume changes the filter), in TopMemoryContext. */
 struct FilterHint {
 	const spi::Statement *stmt = nullptr; /* none yet */
 	char *filters = nullptr;
@@ -371,21 +372,26 @@ struct FilterHint {
 };
 FilterHint filter_hint;
 
-/* FiltersOf copies the job_types and queues arrays of a pick, one after
- * the other, into `buf` (palloc'd in the current context), answering
- * their length. */
+/* FiltersOf copies the arrays of a pick's filter (NULL: none), one after
+ * the other, each after a byte that says whether it is there, into `buf`
+ * (palloc'd in the current context), answering their length. */
+constexpr int kFilterArrays = 4;
 Size
-FiltersOf(const ArrayType *job_types, const ArrayType *queues, char **buf)
+FiltersOf(const ArrayType *const (&arrays)[kFilterArrays], char **buf)
 {
-	Size a = job_types ? VARSIZE(job_types) : 0, b = queues ? VARSIZE(queues) : 0;
-	*buf = static_cast<char *>(palloc(a + b + 2));
-	(*buf)[0] = job_types ? 't' : 'n';
-	(*buf)[1] = queues ? 'q' : 'n';
-	if (a > 0)
-		memcpy(*buf + 2, job_types, a);
-	if (b > 0)
-		memcpy(*buf + 2 + a, queues, b);
-	return a + b + 2;
+	Size len = 0;
+	for (const ArrayType *a : arrays)
+		len += 1 + (a ? VARSIZE(a) : 0);
+	*buf = static_cast<char *>(palloc(len));
+	char *at = *buf;
+	for (const ArrayType *a : arrays) {
+		*at++ = a ? 'y' : 'n';
+		if (a) {
+			memcpy(at, a, VARSIZE(a));
+			at += VARSIZE(a);
+		}
+	}
+	return len;
 }
 
 /* HintOf answers where a pick of `stmt` with `filters` may start: its
@@ -456,9 +462,15 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		uint64 gen = 0;
 		/* The hint is the database's; shards are several tables. */
 		bool hinted = !citus::InShards() && wake::ReadHint(&start, &gen);
+		/* The pick's filter: its job types and queues, and the blocked
+		 * queues and pairs it leaves out. */
 		bool filtered = &stmt != &stmts::kPick && &stmt != &stmts::kLockPick;
+		const ArrayType *blocked_queues = nulls[7] == 'n' ? nullptr : DatumGetArrayTypeP(values[7]);
+		const ArrayType *blocked_pairs = nulls[8] == 'n' ? nullptr : DatumGetArrayTypeP(values[8]);
+		filtered = filtered || blocked_queues != nullptr || blocked_pairs != nullptr;
 		char *filters = nullptr;
-		Size filters_len = filtered ? FiltersOf(job_types, queues, &filters) : 0;
+		Size filters_len =
+		    filtered ? FiltersOf({job_types, queues, blocked_queues, blocked_pairs}, &filters) : 0;
 		if (hinted && filtered)
 			start = HintOf(stmt, filters, filters_len, start);
 		values[4] = Int64GetDatum(start.neg_priority);
@@ -472,10 +484,10 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		 * again, or not of its filter; unless it passed over jobs its
 		 * controls held back. The database's hint is raised by unfiltered
 		 * pickups; a filtered one keeps a hint of its own for its filter. */
-		bool clean = hinted && picked > 0 && !flow_control::Skipped();
-		if (clean && !filtered)
+		bool clean = hinted && picked > 0 && !flow_control::HeldBack();
+		if (clean && !filtered && !flow_control::Skipped())
 			wake::RaiseHint(gen, last);
-		else if (clean)
+		else if (clean && filtered)
 			KeepHint(stmt, filters, filters_len, last, gen);
 		bool unfiltered = !filtered && !flow_control::Skipped();
 		empty_db = hinted && picked == 0 && unfiltered ? MyDatabaseId : InvalidOid;
