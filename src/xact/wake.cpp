@@ -627,11 +627,13 @@ ControlsChangedSince(uint64 since, ChangedQueues *changed)
 		bool complete = since != kNoControlsGen && since >= state.controls_gen0 && since <= gen &&
 		                (first == 0 || state.changed_gen[first % DatabaseState::kChanged] <= since);
 		if (changed != nullptr && complete) {
+			/* The newest entries first, as far back as `since`: a copy that
+			 * is up to date reads none, under a lock every commit takes. */
 			changed->count = 0;
-			for (uint64 e = first; e < state.changed_next && changed->count >= 0; e++) {
-				int at = static_cast<int>(e % DatabaseState::kChanged);
+			for (uint64 e = state.changed_next; e > first; e--) {
+				int at = static_cast<int>((e - 1) % DatabaseState::kChanged);
 				if (state.changed_gen[at] <= since)
-					continue;
+					break;
 				if (state.changed_len[at] < 0 || changed->count == ChangedQueues::kMax) {
 					changed->count = -1;
 					break;
