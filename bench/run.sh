@@ -18,6 +18,7 @@
 # Usage: bash bench/run.sh            (settings through the environment:)
 #   BENCH_CLIENTS="1 2 4 8"  BENCH_SECONDS=20  BENCH_ROUNDS=2
 #   BENCH_WORKLOADS="L0 W1 W1b W1c W1bc W1L W1K W2 W2c W3 W3K W3Q W3Qt W3KB W5 E1 L1"   (W4, the 5-minute soak, and W6, 20 minutes of history retention, only when listed)
+#   BENCH_WORKLOADS="W7 W7h E1b": the fleet workloads (bench/lib/fleet.sh), only when listed
 #   BENCH_JOBS=100000  BENCH_DEEP_JOBS=1000000  BENCH_QUICK=1 (a smoke run of a minute or two)
 #   BENCH_PORT=55440  BENCH_KEEP=1 (keep the cluster's files)  and more in README.md
 #   BENCH_PG_MAJOR=18: on that PostgreSQL version, in its Debian root
@@ -42,14 +43,17 @@ major=${PQRUN_PG_MAJOR:-$(pg_root_host_major)}
 source test/lib/cluster.sh
 source bench/lib/pgtree.sh
 source bench/lib/systems.sh
+source bench/lib/fleet.sh
 
 # ---- settings ------------------------------------------------------------
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	d_clients="1 2" d_seconds=3 d_rounds=1 d_jobs=5000 d_deep=20000 d_soak=30 d_soak_window=10 d_w5_window=1
 	d_w6=60 d_w6_retention=20s
+	d_w7_clients="4 16" d_w7_seconds=4 d_w7h_clients=8 d_w7h_pre=4 d_w7h_hold=10 d_w7h_post=6 d_w7h_window=2 d_e1b_seconds=2
 else
 	d_clients="1 2 4 8" d_seconds=20 d_rounds=2 d_jobs=100000 d_deep=1000000 d_soak=300 d_soak_window=30 d_w5_window=5
 	d_w6=1200 d_w6_retention=2min
+	d_w7_clients="16 32 64" d_w7_seconds=20 d_w7h_clients=32 d_w7h_pre=20 d_w7h_hold=120 d_w7h_post=40 d_w7h_window=10 d_e1b_seconds=10
 fi
 clients_list=${BENCH_CLIENTS:-$d_clients}
 seconds=${BENCH_SECONDS:-$d_seconds}
@@ -69,6 +73,26 @@ l1_rate=${BENCH_L1_RATE:-20}
 w3kb_keys=${BENCH_W3KB_KEYS:-100000}
 w3kb_idle=${BENCH_W3KB_IDLE:-5000}
 fill_chunk=${BENCH_FILL_CHUNK:-10000}
+# The fleet workloads (bench/lib/fleet.sh). Variants are system:batch.
+w7_clients=${BENCH_W7_CLIENTS:-$d_w7_clients}
+w7_seconds=${BENCH_W7_SECONDS:-$d_w7_seconds}
+w7_rate=${BENCH_W7_RATE:-800}
+w7_period=$(awk -v r="$w7_rate" 'BEGIN { printf "%.6f", 128 / r }') # seconds between two batches of 128
+w7_producers=${BENCH_W7_PRODUCERS:-2}
+w7_variants=${BENCH_W7_VARIANTS:-"pqrun:1 pgmq:1 pgmq-read:1 baseline:1 pqrun:8 pgmq:8"}
+w7_wait=${BENCH_W7_WAIT:-5}       # s: pqrun's pickup wait and pgmq's max_poll_seconds
+w7_poll_ms=${BENCH_W7_POLL_MS:-100} # the baseline's sleep after a claim that found nothing
+w7_vt=${BENCH_W7_VT:-30}          # s: pgmq's visibility timeout
+w7_tail=${BENCH_W7_TAIL:-3}       # s the workers go on after the producers stop
+w7h_clients=${BENCH_W7H_CLIENTS:-$d_w7h_clients}
+w7h_pre=${BENCH_W7H_PRE:-$d_w7h_pre}
+w7h_hold=${BENCH_W7H_HOLD:-$d_w7h_hold}
+w7h_post=${BENCH_W7H_POST:-$d_w7h_post}
+w7h_window=${BENCH_W7H_WINDOW:-$d_w7h_window}
+w7h_variants=${BENCH_W7H_VARIANTS:-"pqrun:1 pgmq:1 baseline:1"}
+fleet_rounds=${BENCH_FLEET_ROUNDS:-1}
+e1b_clients=${BENCH_E1B_CLIENTS:-"1 4"}
+e1b_seconds=${BENCH_E1B_SECONDS:-$d_e1b_seconds}
 port=${BENCH_PORT:-55440}
 keep=${BENCH_KEEP:-0}
 source_rev=${BENCH_SOURCE:-}   # empty: the working tree; else a git revision to build
@@ -91,10 +115,11 @@ fi
 work=$(mktemp -d /tmp/pqrun-bench.XXXXXX)
 chmod 755 "$work"
 sock=$work/cluster
-holder_pid="" sampler_pid="" hog_pid=""
+holder_pid="" sampler_pid="" hog_pid="" hold_pid=""
 cleanup() {
 	[ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null
 	[ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
+	[ -n "$hold_pid" ] && kill "$hold_pid" 2>/dev/null
 	[ -n "$hog_pid" ] && kill "$hog_pid" 2>/dev/null
 	cluster_stop "$sock"
 	if [ "$keep" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
@@ -140,6 +165,7 @@ q() {
 qf() { psql -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres -d "$1" -f "$2" >/dev/null; }
 
 setup_databases
+fleet_payloads
 
 # The build under test must work at all: enqueue, pickup, mark_done.
 sanity=$(q bench_pqrun "SELECT count(*) FROM pqrun.enqueue_batch('[{\"job_type\": \"sanity\"}, {\"job_type\": \"sanity\"}]');
@@ -166,6 +192,8 @@ systems_for() {
 	case $1 in
 	L0 | L0floor) echo ceiling ;;
 	W1b | E1 | E1single) echo "pqrun baseline$([ "$have_pgq" = 1 ] && echo " pgq")" ;;
+	E1b) echo "pqrun pgmq baseline" ;;
+	E1b128) echo baseline ;;
 	L1 | W1c | W1bc | W1L | W1K | W1Kref | W3K | W3Kref | W3Q | W3Qref | W3Qt | W3Qtref | W3KB | W3KBref | W2c) echo pqrun ;;
 	*) echo "pqrun baseline" ;;
 	esac
@@ -530,7 +558,12 @@ measure() {
 	W6) script=${system}_w2.sql kind=steady depth=$w2_depth duration=$w6_seconds ;;
 	E1) script=${system}_e1.sql kind=enqueue depth=0 ;;
 	E1single) script=${system}_e1single.sql kind=enqueue depth=0 ;;
+	E1b) script=${system}_e1b.sql kind=enqueue depth=0 duration=$e1b_seconds ;;
+	E1b128) script=${system}_e1b128.sql kind=enqueue depth=0 duration=$e1b_seconds ;;
 	esac
+	# E1b's batches, as each system's clients send them (bench/lib/fleet.sh).
+	local payloads=()
+	case $workload in E1b | E1b128) payloads=(-D "batch=$fleet_batch" -D "msgs=$fleet_msgs" -D "p=$fleet_one") ;; esac
 	threads=$((n < 2 ? n : 2))
 	tag=$workload-$system-c$n-r$round
 	printf '  %-9s %-9s clients %-2s round %s: ' "$workload" "$system" "$n" "$round"
@@ -566,12 +599,16 @@ measure() {
 	esac
 
 	rm -f "$logs/$tag".log*
+	# E1b: the server's CPU per job beside the calls' latency, which at one
+	# client is mostly the commit's WAL flush (bench/lib/fleet.sh).
+	case $workload in E1b | E1b128) server_cpu >"$work/cpu0"; local ct0 ct1 ; ct0=$(date +%s.%N) ;; esac
 	timeout --kill-after=10 $((duration + 120)) \
-		pgbench -n -M prepared -c "$n" -j "$threads" -T "$duration" -D nclients="$n" -D id=0 -D ids={} \
+		pgbench -n -M prepared -c "$n" -j "$threads" -T "$duration" -D nclients="$n" -D id=0 -D ids={} "${payloads[@]}" \
 		--log --log-prefix="$logs/$tag.log" -h "$sock" -p "$port" -U postgres \
 		-f "bench/workloads/$script" "$db" >"$logs/$tag.out" 2>&1 || rc=$?
 
 	case $workload in W4 | W5) stop_sampler "$system" "$logs/$tag.windows" ;; esac
+	case $workload in E1b | E1b128) ct1=$(date +%s.%N); backends_gone pgbench; server_cpu >"$work/cpu1" ;; esac
 	if [ "$workload" = W6 ]; then
 		stop_history_sampler "$logs/$tag.history"
 		w6_settings ""
@@ -627,6 +664,10 @@ measure() {
 	read -r rate p50 p95 elapsed _ <<<"$stats"
 
 	[ "$kind" = commit ] || notes+=("jobs=$jobs_done")
+	case $workload in E1b | E1b128)
+		notes+=("cpu_us_per_job=$(awk -v c="$(cpu_seconds "$work/cpu0" "$work/cpu1")" -v n="$jobs_done" 'BEGIN { printf "%.1f", (n > 0 ? c * 1e6 / n : 0) }')"
+			"cpu_cores=$(awk -v c="$(cpu_seconds "$work/cpu0" "$work/cpu1")" -v a="$ct0" -v b="$ct1" 'BEGIN { printf "%.2f", c / (b - a) }')") ;;
+	esac
 	[ "$drained" = true ] && notes+=("drained after ${elapsed}s")
 	[ "$kind" = steady ] && notes+=("backlog=$ready0->$ready1")
 	[ "$kind" != commit ] && [ "$jobs_done" -le 0 ] && notes+=("PGBENCH FAILED: no job finished")
@@ -740,6 +781,27 @@ for round in $(seq "$rounds"); do
 			[ "$round" -le "$soak_rounds" ] || continue
 			measure pqrun W6 "$soak_clients" "$round"
 			continue ;;
+		W7 | W7h)
+			# Minutes each (W7h holds its XID for BENCH_W7H_HOLD): in the
+			# first BENCH_FLEET_ROUNDS rounds only.
+			[ "$round" -le "$fleet_rounds" ] || continue
+			if [ "$workload" = W7 ]; then
+				for k in $w7_clients; do
+					for v in $w7_variants; do measure_fleet "${v%%:*}" "${v#*:}" "$k" "$round" w7; done
+				done
+			else
+				for k in $w7h_clients; do
+					for v in $w7h_variants; do measure_fleet "${v%%:*}" "${v#*:}" "$k" "$round" w7h; done
+				done
+			fi
+			continue ;;
+		E1b)
+			for n in $e1b_clients; do
+				for sub in E1b E1b128; do
+					for system in $(systems_for "$sub"); do measure "$system" "$sub" "$n" "$round"; done
+				done
+			done
+			continue ;;
 		L0 | W1 | W1b | W1c | W1bc | W1L | W1K | W2 | W2c | W3 | W3K | W3Q | W3Qt | W3KB | W5 | E1) ;;
 		*) echo "unknown workload $workload" >&2; exit 2 ;;
 		esac
@@ -775,7 +837,11 @@ pgver=$(q postgres "SHOW server_version")
 	echo "- PostgreSQL $pgver, loopback, shared_buffers 1GB, fsync on, synchronous_commit on; pqrun $tested"
 	echo "- clients: $clients_list; ${seconds}s per measurement; $rounds round(s), systems interleaved; W1/W1b/W1K drain $jobs jobs, W3 $deep, W3K $jobs beside a hog key of $deep, W3Q/W3Qt $jobs beside $deep of another queue and job type, W3KB $jobs (unfiltered) beside a paused queue of $w3kb_keys keys and $w3kb_idle idle keyed queues, W2/W5 start at $w2_depth; total ${elapsed}s"
 	echo "- pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off} in bench_pqrun (nobody LISTENs; the long poll wakes consumers)"
-	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep ${BENCH_W3KB_KEYS:+BENCH_W3KB_KEYS=$BENCH_W3KB_KEYS }${BENCH_W3KB_IDLE:+BENCH_W3KB_IDLE=$BENCH_W3KB_IDLE }bash bench/run.sh\`"
+	case " $workloads " in
+	*" W7 "* | *" W7h "* | *" E1b "*)
+		echo "- fleet (W7, W7h, E1b; bench/lib/fleet.sh): $w7_producers producers offering $w7_rate jobs/s in batches of 128 on a fixed schedule; W7 with $w7_clients workers, ${w7_seconds}s each, variants (system:batch) $w7_variants; W7h with $w7h_clients workers filtered by job type, variants $w7h_variants, ${w7h_pre}s + a transaction id held ${w7h_hold}s + ${w7h_post}s, ${w7h_window}s windows; workers wait ${w7_wait}s (pqrun pickup wait, pgmq read_with_poll max_poll_seconds) or sleep ${w7_poll_ms}ms after an empty claim (baseline), go on ${w7_tail}s after the producers; first $fleet_rounds round(s); E1b at $e1b_clients clients, ${e1b_seconds}s each" ;;
+	esac
+	echo "- command: \`${source_rev:+BENCH_SOURCE=$source_rev }${BENCH_PQRUN_NOTIFY:+BENCH_PQRUN_NOTIFY=$BENCH_PQRUN_NOTIFY }BENCH_CLIENTS=\"$clients_list\" BENCH_SECONDS=$seconds BENCH_ROUNDS=$rounds BENCH_WORKLOADS=\"$workloads\" BENCH_JOBS=$jobs BENCH_DEEP_JOBS=$deep $(for v in ${!BENCH_W7@} ${!BENCH_E1B@} ${!BENCH_FLEET@}; do printf '%s=%q ' "$v" "${!v}"; done)${BENCH_W3KB_KEYS:+BENCH_W3KB_KEYS=$BENCH_W3KB_KEYS }${BENCH_W3KB_IDLE:+BENCH_W3KB_IDLE=$BENCH_W3KB_IDLE }bash bench/run.sh\`"
 	echo "- raw figures: bench/results/$stamp.csv (one row per measurement); below, medians over rounds"
 	echo
 	q bench_meta "\\copy results FROM '$repo/$csv' WITH (FORMAT csv, HEADER)" >/dev/null

@@ -63,6 +63,42 @@ $$;
 -- a figure out of the notes ("name=value")
 CREATE FUNCTION rep.note(notes text, name text) RETURNS text LANGUAGE sql IMMUTABLE
 AS $$ SELECT substring(notes FROM name || '=([^;|]+)') $$;
+-- the median over rounds of a numeric figure of the notes of SYSTEM in
+-- WORKLOAD at CLIENTS
+CREATE FUNCTION rep.nm(s text, w text, c int, name text) RETURNS numeric LANGUAGE sql STABLE
+AS $$ SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY note(notes, name)::numeric))::numeric
+        FROM results WHERE system = s AND workload = w AND clients = c AND note(notes, name) ~ '^-?[0-9.]+$' $$;
+-- a number, formatted with DIGITS decimals ('–' for none)
+CREATE FUNCTION rep.fn(x numeric, digits int DEFAULT 1) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE WHEN x IS NULL THEN '–' ELSE round(x, digits)::text END $$;
+-- the systems' names in the report
+CREATE FUNCTION rep.sysname(s text) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE s WHEN 'pgmq' THEN 'pgmq-like' WHEN 'pgmq-read' THEN 'pgmq-like, read + sleep' ELSE s END $$;
+-- the fleet figures of W7 / W7b<N> / W7h: one row per system, workload and K
+CREATE VIEW rep.fleet AS
+	SELECT system, workload, clients, CASE WHEN workload ~ '^W7b[0-9]+$' THEN substr(workload, 4)::int ELSE 1 END AS batch,
+	       rate, p50, p95, nm(system, workload, clients, 'claim_p99_ms') AS p99,
+	       nm(system, workload, clients, 'enq_rate') AS enq, nm(system, workload, clients, 'offered') AS offered,
+	       nm(system, workload, clients, 'vis_p50_ms') AS v50, nm(system, workload, clients, 'vis_p99_ms') AS v99,
+	       nm(system, workload, clients, 'backlog_end') AS backlog_end, nm(system, workload, clients, 'backlog_peak') AS peak,
+	       nm(system, workload, clients, 'mxid_per_job') AS mxid, nm(system, workload, clients, 'active') AS active,
+	       nm(system, workload, clients, 'busy') AS busy, nm(system, workload, clients, 'cpu_cores') AS cores,
+	       nm(system, workload, clients, 'cpu_ms_per_job') AS cpu_ms, nm(system, workload, clients, 'min_window') AS min_window,
+	       nm(system, workload, clients, 'hold_p99_ms') AS hold_p99, nm(system, workload, clients, 'drain_s') AS drain,
+	       nm(system, workload, clients, 'enq_tx_p50_ms') AS e50, nm(system, workload, clients, 'enq_tx_p99_ms') AS e99,
+	       (SELECT string_agg(note(x.notes, 'windows'), ' | ' ORDER BY round) FROM results x
+	         WHERE x.system = m.system AND x.workload = m.workload AND x.clients = m.clients) AS windows,
+	       CASE system WHEN 'pqrun' THEN 1 WHEN 'pgmq' THEN 2 WHEN 'pgmq-read' THEN 3 ELSE 4 END AS ord
+	  FROM m WHERE workload ~ '^W7(b[0-9]+|h)?$';
+-- a fleet figure (a column of rep.fleet, by name) of SYSTEM
+CREATE FUNCTION rep.ff(s text, w text, c int, col text) RETURNS numeric LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+	x numeric;
+BEGIN
+	EXECUTE format('SELECT %I FROM rep.fleet WHERE system = $1 AND workload = $2 AND clients = $3', col) INTO x USING s, w, c;
+	RETURN x;
+END $$;
 
 SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'L0floor') > 0 AND count(*) FILTER (WHERE workload = 'W1') > 0 AS has_floor,
@@ -83,6 +119,9 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
        count(*) FILTER (WHERE workload = 'W5') > 0 AS has_w5,
        count(*) FILTER (WHERE workload = 'E1') > 0 AS has_e1,
        count(*) FILTER (WHERE workload = 'L1') > 0 AS has_l1,
+       count(*) FILTER (WHERE workload ~ '^W7(b[0-9]+)?$') > 0 AS has_w7,
+       count(*) FILTER (WHERE workload = 'W7h') > 0 AS has_w7h,
+       count(*) FILTER (WHERE workload = 'E1b') > 0 AS has_e1b,
        count(*) FILTER (WHERE system = 'pgq') > 0 AS has_pgq
   FROM results \gset
 
@@ -91,7 +130,7 @@ SELECT count(*) FILTER (WHERE workload = 'L0') > 0 AS has_l0,
 \echo ''
 \echo '| target | measured | verdict |'
 \echo '|---|---|---|'
-WITH c AS (SELECT DISTINCT clients FROM results WHERE workload NOT IN ('W4', 'W6', 'L1')),
+WITH c AS (SELECT DISTINCT clients FROM results WHERE workload NOT IN ('W4', 'W6', 'L1') AND workload !~ '^(W7|E1b)'),
 t(ord, target, value, pass) AS (
 	SELECT 1, 'W1 ≥ 2× baseline at every client count',
 	       min(r('pqrun', 'W1', clients) / nullif(r('baseline', 'W1', clients), 0)), 2.0 FROM c
@@ -419,6 +458,82 @@ SELECT format('| %s | %s | %s | %s | %s | %s |', clients,
               fl('pqrun', 'E1', clients), fl('baseline', 'E1', clients), fl('pgq', 'E1', clients),
               fl('pqrun', 'E1single', clients), fl('baseline', 'E1single', clients))
   FROM (SELECT DISTINCT clients FROM results WHERE workload = 'E1') c ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- W7 ------------------------------------------------------------------------
+\if :has_w7
+\echo '## W7 fleet: K workers waiting for work, producers offering a fixed rate in batches of 128'
+\echo ''
+\echo 'Workers: pqrun, the README''s worker loop (a waiting pickup of up to `batch` jobs, each job then finished in its own transaction, the last with `mark_done_and_pickup`, which claims the next ones); pgmq-like, `read_with_poll` of up to `batch` messages (pgmq''s long poll, polling every 100 ms inside the server), each then archived in its own transaction; pgmq-like read + sleep, `read` and a client-side sleep after a read that found nothing; baseline, its SKIP LOCKED claim, each job then marked done, a client-side sleep after a claim that found nothing. Producers: `enqueue_batch` / `send_batch` / one INSERT of 128 jobs, their transaction''s p50 / p99 in the last column. From the jobs'' own timestamps: claim latency from the enqueue transaction''s `now()` (the figure outside harnesses report) and from its commit (visible → claim); the backlog is jobs committed and not yet claimed, at the end just before the last batch''s commit. Active backends: the workers'' backends in a statement (what `pg_stat_activity` shows), of which busy: not waiting for work (pqrun''s long poll, `pg_sleep` in `read_with_poll`). Server CPU: all the cluster''s processes, the producers'' backends included. MultiXacts: `next_multixact_id` of a checkpoint before and after, per job.'
+\echo ''
+\echo '| K | system | batch | finished/s | enqueued/s | claim p50 / p95 / p99 ms | visible → claim p50 / p99 ms | backlog at end / peak | MultiXacts per job | active / busy backends | server CPU cores / ms per job | producer transaction p50 / p99 ms |'
+\echo '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s / %s / %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s / %s |', clients, sysname(system), batch,
+              fr(rate), fr(enq), fn(p50), fn(p95), fn(p99), fn(v50), fn(v99), fn(backlog_end, 0), fn(peak, 0), fn(mxid, 3),
+              fn(active), fn(busy), fn(cores, 2), fn(cpu_ms, 2), fn(e50), fn(e99))
+  FROM fleet WHERE workload <> 'W7h' ORDER BY clients, batch, ord;
+\echo ''
+\echo 'Ratios, pqrun over pgmq-like (`read_with_poll`) and over the baseline at the same K and batch (finished/s: above 1 is pqrun ahead; latency, backends and CPU: above 1 is pqrun higher).'
+\echo ''
+\echo '| K | batch | finished/s ÷ pgmq-like / ÷ baseline | claim p50 ÷ pgmq-like / ÷ baseline | claim p99 ÷ pgmq-like / ÷ baseline | active ÷ pgmq-like / ÷ baseline | busy ÷ pgmq-like / ÷ baseline | CPU per job ÷ pgmq-like / ÷ baseline |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s |', clients, batch,
+              fq(rate, ff('pgmq', workload, clients, 'rate')), fq(rate, ff('baseline', workload, clients, 'rate')),
+              fq(p50, ff('pgmq', workload, clients, 'p50')), fq(p50, ff('baseline', workload, clients, 'p50')),
+              fq(p99, ff('pgmq', workload, clients, 'p99')), fq(p99, ff('baseline', workload, clients, 'p99')),
+              fq(active, ff('pgmq', workload, clients, 'active')), fq(active, ff('baseline', workload, clients, 'active')),
+              fq(busy, ff('pgmq', workload, clients, 'busy')), fq(busy, ff('baseline', workload, clients, 'busy')),
+              fq(cpu_ms, ff('pgmq', workload, clients, 'cpu_ms')), fq(cpu_ms, ff('baseline', workload, clients, 'cpu_ms')))
+  FROM fleet WHERE system = 'pqrun' AND workload <> 'W7h' ORDER BY clients, batch;
+\echo ''
+\endif
+
+-- ---- W7h -----------------------------------------------------------------------
+\if :has_w7h
+\echo '## W7h fleet while a transaction id is held (W7 filtered by job type; another session holds an XID in the middle of the run)'
+\echo ''
+\echo 'Windows: jobs finished per second in consecutive windows from the producers'' start (the hold''s span in the notes, `hold=`); the lowest window over the offered rate is the figure. Drain: seconds from the hold''s end until the backlog is back to one batch (128) at most (-1: not within the run).'
+\echo ''
+\echo '| K | system | finished/s | lowest window / offered | claim p50 / p99 ms | claim p99 of jobs enqueued during the hold, ms | backlog peak | drain after the hold, s | MultiXacts per job | active / busy backends | jobs/s per window |'
+\echo '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+SELECT format('| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s / %s | %s |', clients, sysname(system), fr(rate),
+              fq(min_window, offered), fn(p50), fn(p99), fn(hold_p99), fn(peak, 0), fn(drain), fn(mxid, 3),
+              fn(active), fn(busy), windows)
+  FROM fleet WHERE workload = 'W7h' ORDER BY clients, ord;
+\echo ''
+\echo '| K | lowest window ÷ pgmq-like / ÷ baseline | claim p99 ÷ pgmq-like / ÷ baseline | backlog peak ÷ pgmq-like / ÷ baseline | drain ÷ pgmq-like / ÷ baseline |'
+\echo '|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s / %s | %s / %s | %s / %s | %s / %s |', clients,
+              fq(min_window, ff('pgmq', workload, clients, 'min_window')), fq(min_window, ff('baseline', workload, clients, 'min_window')),
+              fq(p99, ff('pgmq', workload, clients, 'p99')), fq(p99, ff('baseline', workload, clients, 'p99')),
+              fq(peak, ff('pgmq', workload, clients, 'peak')), fq(peak, ff('baseline', workload, clients, 'peak')),
+              fq(drain, ff('pgmq', workload, clients, 'drain')), fq(drain, ff('baseline', workload, clients, 'drain')))
+  FROM fleet WHERE system = 'pqrun' AND workload = 'W7h' ORDER BY clients;
+\echo ''
+\endif
+
+-- ---- E1b -----------------------------------------------------------------------
+\if :has_e1b
+\echo '## E1b batch enqueue of 128 jobs per call, as clients send them'
+\echo ''
+\echo 'pqrun `enqueue_batch` of a JSON array of 128 jobs; pgmq-like `send_batch` of a jsonb[] of 128 messages; baseline one INSERT of the 128 jobs of the same JSON array; baseline 128 single-row INSERTs in one transaction. Time per job: the median call (or transaction) over 128, in µs; at one client it is mostly the commit''s WAL flush. Server CPU per job: all the cluster''s processes during the run over the jobs enqueued. jobs/s over the run.'
+\echo ''
+\echo '| clients | pqrun jobs/s | pgmq-like jobs/s | baseline INSERT of 128 jobs/s | 128 INSERTs jobs/s | pqrun µs per job | pgmq-like µs per job | baseline INSERT µs per job | 128 INSERTs µs per job | pqrun time per job ÷ pgmq-like / ÷ baseline / ÷ 128 INSERTs | server CPU µs per job: pqrun / pgmq-like / baseline INSERT / 128 INSERTs | pqrun CPU per job ÷ pgmq-like / ÷ baseline / ÷ 128 INSERTs |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s / %s | %s / %s / %s |', clients,
+              fr(r('pqrun', 'E1b', clients)), fr(r('pgmq', 'E1b', clients)), fr(r('baseline', 'E1b', clients)), fr(r('baseline', 'E1b128', clients)),
+              fn(pq * 1000 / 128), fn(pm * 1000 / 128), fn(bl * 1000 / 128), fn(b128 * 1000 / 128),
+              fq(pq, pm), fq(pq, bl), fq(pq, b128),
+              fn(cpq), fn(cpm), fn(cbl), fn(cb128), fq(cpq, cpm), fq(cpq, cbl), fq(cpq, cb128))
+  FROM (SELECT clients,
+               nm('pqrun', 'E1b', clients, 'cpu_us_per_job') AS cpq, nm('pgmq', 'E1b', clients, 'cpu_us_per_job') AS cpm,
+               nm('baseline', 'E1b', clients, 'cpu_us_per_job') AS cbl, nm('baseline', 'E1b128', clients, 'cpu_us_per_job') AS cb128,
+               (SELECT p50 FROM m WHERE system = 'pqrun' AND workload = 'E1b' AND m.clients = c.clients) AS pq,
+               (SELECT p50 FROM m WHERE system = 'pgmq' AND workload = 'E1b' AND m.clients = c.clients) AS pm,
+               (SELECT p50 FROM m WHERE system = 'baseline' AND workload = 'E1b' AND m.clients = c.clients) AS bl,
+               (SELECT p50 FROM m WHERE system = 'baseline' AND workload = 'E1b128' AND m.clients = c.clients) AS b128
+          FROM (SELECT DISTINCT clients FROM results WHERE workload = 'E1b') c) x ORDER BY clients;
 \echo ''
 \endif
 

@@ -12,6 +12,7 @@ system_db() {
 	pqrun) echo bench_pqrun ;;
 	baseline) echo bench_baseline ;;
 	pgq) echo bench_pgq ;;
+	pgmq) echo bench_pgmq ;;
 	ceiling) echo bench_l0 ;;
 	esac
 }
@@ -19,16 +20,21 @@ system_db() {
 # setup_databases: create the databases and load each system's schema.
 setup_databases() {
 	local db
-	for db in bench_pqrun bench_baseline bench_pgq bench_l0 bench_meta; do
+	for db in bench_pqrun bench_baseline bench_pgq bench_pgmq bench_l0 bench_meta; do
 		q postgres "CREATE DATABASE $db" >/dev/null
 	done
 	q bench_pqrun "CREATE EXTENSION pqrun; CREATE SCHEMA bench;
 		CREATE TABLE bench.l1 (id bigint PRIMARY KEY, lat_us bigint NOT NULL, returned_at timestamptz NOT NULL);
-		CREATE TABLE bench.l1_commits (id bigint PRIMARY KEY)" >/dev/null
+		CREATE TABLE bench.l1_commits (id bigint PRIMARY KEY);
+		CREATE TABLE bench.w7_batches (ids bigint[] NOT NULL)" >/dev/null
 	# Nobody LISTENs here (consumers long-poll) and the baseline sends no
 	# NOTIFY either; BENCH_PQRUN_NOTIFY=on measures the default instead.
 	q postgres "ALTER DATABASE bench_pqrun SET pqrun.notify = ${BENCH_PQRUN_NOTIFY:-off}" >/dev/null
 	qf bench_baseline bench/lib/baseline.sql
+	# W7's producers log the ids of each batch they enqueue, in the same
+	# transaction (bench/lib/fleet.sh); bench_pgmq's log comes with its schema.
+	q bench_baseline "CREATE SCHEMA bench; CREATE TABLE bench.w7_batches (ids bigint[] NOT NULL)" >/dev/null
+	qf bench_pgmq bench/lib/pgmq_like.sql
 	[ "${have_pgq:-1}" = 1 ] && qf bench_pgq bench/lib/pgq.sql
 	q bench_l0 "CREATE SCHEMA l0;
 		CREATE TABLE l0.counters (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
@@ -46,7 +52,7 @@ refill() {
 	case $system in
 	pqrun)
 		# DROP/CREATE EXTENSION is the API's own way to start from nothing.
-		q "$db" "DROP EXTENSION pqrun; CREATE EXTENSION pqrun; TRUNCATE bench.l1, bench.l1_commits" >/dev/null
+		q "$db" "DROP EXTENSION pqrun; CREATE EXTENSION pqrun; TRUNCATE bench.l1, bench.l1_commits, bench.w7_batches" >/dev/null
 		[ "$depth" -gt 0 ] && q "$db" "SET synchronous_commit = off;
 			DO \$\$
 			BEGIN
@@ -59,7 +65,7 @@ refill() {
 			END \$\$" >/dev/null
 		;;
 	baseline)
-		q "$db" "TRUNCATE base.jobs RESTART IDENTITY; SET synchronous_commit = off;
+		q "$db" "TRUNCATE base.jobs, bench.w7_batches RESTART IDENTITY; SET synchronous_commit = off;
 			INSERT INTO base.jobs (job_type, payload)
 			SELECT 'job', jsonb_build_object('n', i) FROM generate_series(1, $depth) AS i" >/dev/null
 		;;
@@ -69,6 +75,11 @@ refill() {
 		else
 			q "$db" "SET synchronous_commit = off; CALL bench.pgq_refill($clients, $depth, 100)" >/dev/null
 		fi
+		;;
+	pgmq)
+		# pgmq's purge_queue empties a queue with TRUNCATE too; the archive
+		# goes with it here, and message ids start again at 1.
+		q "$db" "TRUNCATE pgmq.q_jobs, pgmq.a_jobs, bench.w7_batches RESTART IDENTITY" >/dev/null
 		;;
 	ceiling) ;;
 	esac
@@ -90,6 +101,9 @@ counters() {
 		coalesce((SELECT sum(bench.pgq_event_count(queue_name)) FROM pgq.queue), 0) - coalesce(sum(n), 0),
 		coalesce((SELECT sum(bench.pgq_event_count(queue_name)) FROM pgq.queue), 0),
 		coalesce(extract(epoch FROM max(done_at)), 0) FROM bench.pgq_batches" ;;
+	pgmq) q "$db" "SELECT (SELECT count(*) FROM pgmq.a_jobs), (SELECT count(*) FROM pgmq.q_jobs WHERE read_ct = 0),
+		(SELECT count(*) FROM pgmq.a_jobs) + (SELECT count(*) FROM pgmq.q_jobs),
+		coalesce((SELECT extract(epoch FROM max(archived_at)) FROM pgmq.a_jobs), 0)" ;;
 	ceiling) echo "0 0 0 0" ;;
 	esac | tr '|' ' '
 }
@@ -109,7 +123,8 @@ done_count() {
 # wrong: a job finished with more than one attempt, a job with other than
 # one attempt on record, a job left RUNNING, counts that do not add up; for
 # PgQ, overlapping or non-contiguous batches, or a drained queue whose
-# batches do not add up to the events inserted.
+# batches do not add up to the events inserted; for pgmq-like, an archived
+# message read other than once, or messages left in a drained queue.
 verify_once() {
 	local system=$1 drained=$2 held=${3:-0} db
 	db=$(system_db "$system")
@@ -152,6 +167,13 @@ verify_once() {
 		             (SELECT count(*) FROM bench.pgq_batches WHERE n > 0 AND n <> max_id - min_id + 1) AS gaps,
 		             (SELECT coalesce(sum(n), 0) FROM bench.pgq_batches) AS consumed,
 		             (SELECT coalesce(sum(bench.pgq_event_count(queue_name)), 0) FROM pgq.queue) AS inserted) s" ;;
+	pgmq) q "$db" "SELECT concat_ws('; ',
+		CASE WHEN twice > 0 THEN twice || ' archived messages read <> 1 times' END,
+		CASE WHEN left_ > 0 AND $drained THEN left_ || ' messages left in the queue' END,
+		CASE WHEN read_ > $held THEN read_ || ' messages read and not archived' END)
+		FROM (SELECT (SELECT count(*) FROM pgmq.a_jobs WHERE read_ct <> 1) AS twice,
+		             (SELECT count(*) FROM pgmq.q_jobs) AS left_,
+		             (SELECT count(*) FROM pgmq.q_jobs WHERE read_ct > 0) AS read_) s" ;;
 	*) echo "" ;;
 	esac | sed 's/^$/ok/'
 }
