@@ -56,16 +56,24 @@ fleet_jobs() {
 # postmaster's children: backends, background workers, autovacuum), ticks
 # being its user + system CPU time so far, and "reaped ticks", the CPU
 # time of the children that have ended (the postmaster's cutime + cstime:
-# the backends of clients that came and went).
+# the backends of clients that came and went). A child that is reaped
+# while the list is read would be in neither, so the list is read again
+# until the reaped time is the same before and after it.
 server_cpu() {
-	local pm p
+	local pm p r0 r1 list
 	pm=$(head -n 1 "$sock/data/postmaster.pid")
-	# Field 2 (the command) is in parentheses; fields 14 to 17 are utime,
-	# stime, cutime and cstime, 12 to 15 after it.
-	awk '{ sub(/^.*\) /, ""); print "reaped", $14 + $15 }' "/proc/$pm/stat"
-	for p in $(pgrep -P "$pm"); do
-		awk -v p="$p" '{ sub(/^.*\) /, ""); print p, $12 + $13 }' "/proc/$p/stat" 2>/dev/null || true
+	for _ in $(seq 10); do
+		# Field 2 (the command) is in parentheses; fields 14 to 17 are
+		# utime, stime, cutime and cstime, 12 to 15 after it.
+		r0=$(awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$pm/stat")
+		list=$(for p in $(pgrep -P "$pm"); do
+			awk -v p="$p" '{ sub(/^.*\) /, ""); print p, $12 + $13 }' "/proc/$p/stat" 2>/dev/null || true
+		done)
+		r1=$(awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$pm/stat")
+		[ "$r0" = "$r1" ] && break
 	done
+	echo "reaped $r1"
+	echo "$list"
 }
 # cpu_seconds BEFORE AFTER: CPU seconds the cluster's processes spent
 # between two server_cpu listings: what each process alive at the end
