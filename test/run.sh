@@ -13,6 +13,11 @@
 # version: the machine's own version here, the others each in its Debian
 # root (test/lib/pg_root.sh); one "N passed, M failed" line over all.
 #
+# With PQRUN_PACKAGES=1 (as .ci/run sets it), the run on the machine's own
+# version then also runs test/packages/*.sh: the Debian and PGXN packages,
+# the client libraries and the dashboard, each built and installed as a
+# user would (they make Debian roots of their own for other versions).
+#
 # A suite that cannot run here is skipped: it counts neither way, and the
 # line before the last says how many were, each named above it
 # ("SKIPPED: ..."). With PQRUN_ALLOWED_SKIPS (words MAJOR:SUITE, as .ci/run
@@ -216,6 +221,16 @@ for entry in "${beside[@]}"; do
 	wait "${entry##*:}"
 	shell_verdict "$t" $? "$work/$(basename "$t").log" "$(cat "$work/$(basename "$t").seconds")"
 done
+
+if [ "${PQRUN_PACKAGES:-}" = 1 ]; then
+	echo "== packages, clients and dashboard"
+	for t in test/packages/*.sh; do
+		[ -e "$t" ] || continue
+		start=$SECONDS
+		PQRUN_WORK=$work bash "$t" >"$work/package.log" 2>&1
+		shell_verdict "$t" $? "$work/package.log" $((SECONDS - start))
+	done
+fi
 
 if [ "$failed" != 0 ]; then
 	echo
