@@ -14,7 +14,7 @@ OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp src/*/*.cpp))
 DATA       = $(filter-out sql/pqrun--$(EXTVERSION).sql,$(wildcard sql/pqrun--*.sql))
 DATA_built = sql/pqrun--$(EXTVERSION).sql
 
-REGRESS      = setup enqueue enqueue_same_row pickup pickup_same_jobs claim_visibility finish lifecycle finish_and_claim dependencies fifo operate schedule validation controls flow_control keys key_rates drop
+REGRESS      = setup enqueue enqueue_same_row pickup pickup_same_jobs claim_visibility finish lifecycle finish_and_claim dependencies fifo operate schedule validation controls flow_control keys key_rates bulk metrics drop
 REGRESS_OPTS = --inputdir=.
 ISOLATION      = pickup_race claim_vs_readers dedupe_race pickup_vs_reap done_vs_cancel done_vs_writers error_vs_dependents schedule_race notify alter_vs_kept_checks fifo_lock_order give_back_race limit_race pause_rate_race key_limit_race key_rate_race controls_changes
 ISOLATION_OPTS = --inputdir=test/isolation

@@ -573,18 +573,27 @@ CREATE VIEW pqrun.health AS
 	           AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
 	         ORDER BY 6 DESC NULLS LAST LIMIT 1) AS h ON true;
 
+/* What only shared memory knows (src/api/sql_api.cpp): rescues by this
+ * database's maintenance and how full pqrun's fixed-size tables are. */
+CREATE FUNCTION pqrun._shared_counters(OUT metric text, OUT label text, OUT value bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pqrun_shared_counters' LANGUAGE c VOLATILE;
+
 CREATE FUNCTION pqrun.metrics()
 RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+	/* queue_stats counts unfinished jobs: read once, as is shared memory. */
+	WITH qs AS MATERIALIZED (SELECT * FROM pqrun.queue_stats),
+	     sc AS MATERIALIZED (SELECT * FROM pqrun._shared_counters())
 	SELECT pg_catalog.concat_ws(E'\n',
 	  '# HELP pqrun_jobs Jobs by queue, job type and status.',
 	  '# TYPE pqrun_jobs gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_jobs{queue=%s,job_type=%s,status="%s"} %s',
 	           pg_catalog.to_json(s.queue), pg_catalog.to_json(s.job_type), st.status, st.n), E'\n'
 	           ORDER BY s.queue, s.job_type, st.status)
-	     FROM pqrun.queue_stats s,
+	     FROM qs s,
 	          LATERAL (VALUES ('BLOCKED', s.blocked), ('READY', s.ready), ('RUNNING', s.running),
 	                          ('DONE', s.done), ('FAILED', s.failed), ('CANCELLED', s.cancelled)) AS st(status, n)),
 	  '# HELP pqrun_oldest_ready_age_seconds Age of the oldest runnable job.',
@@ -592,12 +601,12 @@ AS $$
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_oldest_ready_age_seconds{queue=%s,job_type=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type),
 	           COALESCE(pg_catalog.date_part('epoch', oldest_ready_age), 0)), E'\n' ORDER BY queue, job_type)
-	     FROM pqrun.queue_stats),
+	     FROM qs),
 	  '# HELP pqrun_done_last_5min Jobs finished DONE in the last five minutes.',
 	  '# TYPE pqrun_done_last_5min gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_done_last_5min{queue=%s,job_type=%s} %s',
 	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), done_last_5min), E'\n' ORDER BY queue, job_type)
-	     FROM pqrun.queue_stats),
+	     FROM qs),
 	  '# HELP pqrun_horizon_xact_age Transaction age (in XIDs) of the backend holding back vacuum.',
 	  '# TYPE pqrun_horizon_xact_age gauge',
 	  (SELECT pg_catalog.format('pqrun_horizon_xact_age %s', COALESCE(horizon_xact_age, 0)) FROM pqrun.health),
@@ -668,7 +677,34 @@ AS $$
 	  '# TYPE pqrun_key_rate_limited gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limited{queue=%s} %s',
 	           pg_catalog.to_json(queue), rate_limited_keys), E'\n' ORDER BY queue)
-	     FROM pqrun.queue_controls WHERE rate_per_key IS NOT NULL)) || E'\n'
+	     FROM pqrun.queue_controls WHERE rate_per_key IS NOT NULL),
+	  '# HELP pqrun_enqueued_last_5min Jobs enqueued in the last five minutes.',
+	  '# TYPE pqrun_enqueued_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_enqueued_last_5min{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), enqueued_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs WHERE enqueued_last_5min IS NOT NULL),
+	  '# HELP pqrun_picked_last_5min Jobs claimed in the last five minutes.',
+	  '# TYPE pqrun_picked_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_picked_last_5min{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), picked_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs WHERE picked_last_5min IS NOT NULL),
+	  '# HELP pqrun_errors_last_5min Attempts that ended in an error in the last five minutes, retried or not.',
+	  '# TYPE pqrun_errors_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_errors_last_5min{queue=%s,job_type=%s} %s',
+	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), errors_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs WHERE errors_last_5min IS NOT NULL),
+	  '# HELP pqrun_rescued_total RUNNING jobs maintenance put back since the database''s worker slot was taken: stale (their stale window passed) or orphaned (their holder''s session ended).',
+	  '# TYPE pqrun_rescued_total counter',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rescued_total{reason="%s"} %s', label, value), E'\n' ORDER BY label)
+	     FROM sc WHERE metric = 'rescued_total'),
+	  '# HELP pqrun_shared_memory_entries Entries taken in a fixed-size table of pqrun''s shared memory.',
+	  '# TYPE pqrun_shared_memory_entries gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_shared_memory_entries{table="%s"} %s', label, value), E'\n' ORDER BY label)
+	     FROM sc WHERE metric = 'shared_memory_entries'),
+	  '# HELP pqrun_shared_memory_capacity Entries a fixed-size table of pqrun''s shared memory holds.',
+	  '# TYPE pqrun_shared_memory_capacity gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_shared_memory_capacity{table="%s"} %s', label, value), E'\n' ORDER BY label)
+	     FROM sc WHERE metric = 'shared_memory_capacity')) || E'\n'
 $$;
 
 /* ---- Permissions -------------------------------------------------------- */
@@ -761,10 +797,160 @@ BEGIN
 	END IF;
 	/* Functions in a view run with the privileges of whoever reads it. */
 	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
-	               ' pqrun._key_buckets() TO %s', role);
+	               ' pqrun._key_buckets(), pqrun._shared_counters() TO %s', role);
 END $$;
 
 REVOKE ALL ON FUNCTION pqrun.grant_producer(regrole), pqrun.grant_worker(regrole), pqrun.grant_monitor(regrole) FROM PUBLIC;
+
+/* ---- Acting on many jobs ------------------------------------------------ */
+
+/* The next `n` jobs after id `after_id` that match a filter (NULL: any),
+ * finished ones from pqrun.job_done or unfinished ones from job_live, in
+ * id order: retry_jobs and cancel_jobs walk them batch by batch. */
+CREATE FUNCTION pqrun._jobs_matching(
+	finished boolean, queue text, job_type text, statuses pqrun.job_status[],
+	after_time timestamptz, before_time timestamptz, error_contains text, payload_contains jsonb,
+	after_id bigint, n int)
+RETURNS TABLE (job_id bigint, job_queue text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF finished THEN
+		RETURN QUERY
+		SELECT d.id, d.queue FROM pqrun.job_done d
+		 WHERE d.status = ANY (statuses) AND d.id > after_id
+		   AND (_jobs_matching.queue IS NULL OR d.queue = _jobs_matching.queue)
+		   AND (_jobs_matching.job_type IS NULL OR d.job_type = _jobs_matching.job_type)
+		   AND (after_time IS NULL OR d.finished_at >= after_time)
+		   AND (before_time IS NULL OR d.finished_at < before_time)
+		   AND (error_contains IS NULL OR strpos(lower(d.last_error), lower(error_contains)) > 0)
+		   AND (payload_contains IS NULL OR d.payload @> payload_contains)
+		 ORDER BY d.id LIMIT n;
+	ELSE
+		RETURN QUERY
+		SELECT l.id, l.queue FROM pqrun.job_live l
+		 WHERE l.status = ANY (statuses) AND l.id > after_id
+		   AND (_jobs_matching.queue IS NULL OR l.queue = _jobs_matching.queue)
+		   AND (_jobs_matching.job_type IS NULL OR l.job_type = _jobs_matching.job_type)
+		   AND (after_time IS NULL OR l.created_at >= after_time)
+		   AND (before_time IS NULL OR l.created_at < before_time)
+		   AND (error_contains IS NULL OR strpos(lower(l.last_error), lower(error_contains)) > 0)
+		   AND (payload_contains IS NULL OR l.payload @> payload_contains)
+		 ORDER BY l.id LIMIT n;
+	END IF;
+END $$;
+
+/* The arguments every bulk action checks alike (22023). */
+CREATE FUNCTION pqrun._check_bulk(statuses pqrun.job_status[], allowed pqrun.job_status[], batch_size int)
+RETURNS void LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF statuses IS NULL OR cardinality(statuses) = 0 OR NOT statuses <@ allowed OR array_position(statuses, NULL) IS NOT NULL THEN
+		RAISE EXCEPTION 'statuses must be among %', allowed USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
+		RAISE EXCEPTION 'batch_size must be between 1 and 10000' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END $$;
+
+/* Bulk retry and cancel by filter, batch_size jobs per transaction: a
+ * million-row action never holds one long transaction or its locks. They
+ * commit, so they are procedures (not SECURITY DEFINER, which would forbid
+ * COMMIT): they act as their caller, through pqrun.retry and pqrun.cancel,
+ * and name every operator and function by its schema. */
+CREATE PROCEDURE pqrun.retry_jobs(
+	queue            text               DEFAULT NULL,
+	job_type         text               DEFAULT NULL,
+	statuses         pqrun.job_status[] DEFAULT '{FAILED,CANCELLED}',
+	finished_after   timestamptz        DEFAULT NULL,
+	finished_before  timestamptz        DEFAULT NULL,
+	error_contains   text               DEFAULT NULL,
+	payload_contains jsonb              DEFAULT NULL,
+	batch_size       int                DEFAULT 1000,
+	INOUT retried    bigint             DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+	after_id bigint := -9223372036854775808;
+	job record;
+	last_id bigint;
+BEGIN
+	PERFORM pqrun._check_bulk(statuses, '{FAILED,CANCELLED}', batch_size);
+	retried := 0;
+	LOOP
+		last_id := NULL;
+		FOR job IN SELECT m.job_id AS id, m.job_queue AS queue FROM pqrun._jobs_matching(true, queue, job_type, statuses,
+		               finished_after, finished_before, error_contains, payload_contains, after_id, batch_size) m LOOP
+			BEGIN
+				IF pqrun.retry(job.id, job.queue) THEN
+					retried := retried OPERATOR(pg_catalog.+) 1;
+				END IF;
+			EXCEPTION WHEN unique_violation THEN
+				/* Another unfinished job holds its dedupe_key: it stays. */
+				NULL;
+			END;
+			last_id := job.id;
+		END LOOP;
+		EXIT WHEN last_id IS NULL;
+		after_id := last_id;
+		COMMIT;
+	END LOOP;
+END $$;
+
+CREATE PROCEDURE pqrun.cancel_jobs(
+	queue            text               DEFAULT NULL,
+	job_type         text               DEFAULT NULL,
+	statuses         pqrun.job_status[] DEFAULT '{READY,BLOCKED}',
+	created_after    timestamptz        DEFAULT NULL,
+	created_before   timestamptz        DEFAULT NULL,
+	error_contains   text               DEFAULT NULL,
+	payload_contains jsonb              DEFAULT NULL,
+	reason           text               DEFAULT NULL,
+	batch_size       int                DEFAULT 1000,
+	INOUT cancelled  bigint             DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+	after_id bigint := -9223372036854775808;
+	job record;
+	last_id bigint;
+BEGIN
+	PERFORM pqrun._check_bulk(statuses, '{READY,BLOCKED,RUNNING}', batch_size);
+	cancelled := 0;
+	LOOP
+		last_id := NULL;
+		FOR job IN SELECT m.job_id AS id, m.job_queue AS queue FROM pqrun._jobs_matching(false, queue, job_type, statuses,
+		               created_after, created_before, error_contains, payload_contains, after_id, batch_size) m LOOP
+			IF pqrun.cancel(job.id, reason, job.queue) THEN
+				cancelled := cancelled OPERATOR(pg_catalog.+) 1;
+			END IF;
+			last_id := job.id;
+		END LOOP;
+		EXIT WHEN last_id IS NULL;
+		after_id := last_id;
+		COMMIT;
+	END LOOP;
+END $$;
+
+REVOKE ALL ON FUNCTION pqrun._jobs_matching(boolean, text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, bigint, int),
+	pqrun._check_bulk(pqrun.job_status[], pqrun.job_status[], int) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE pqrun.retry_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, int, bigint),
+	pqrun.cancel_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, text, int, bigint) FROM PUBLIC;
+
+/* An operator (a dashboard, an on-call engineer) sees what a monitor sees
+ * and may retry, cancel, pause and resume queues and set their limits; it
+ * enqueues and claims nothing. */
+CREATE FUNCTION pqrun.grant_operator(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun.grant_monitor(role);
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.retry(bigint, text), pqrun.cancel(bigint, text, text),'
+	               ' pqrun.pause_queue(text), pqrun.resume_queue(text),'
+	               ' pqrun.set_concurrency_limit(text, int, text), pqrun.set_rate_limit(text, double precision, int, text),'
+	               ' pqrun.set_key_limit(text, int, text), pqrun.set_key_rate_limit(text, double precision, int, text),'
+	               ' pqrun._jobs_matching(boolean, text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, bigint, int),'
+	               ' pqrun._check_bulk(pqrun.job_status[], pqrun.job_status[], int) TO %s', role);
+	EXECUTE format('GRANT EXECUTE ON PROCEDURE'
+	               ' pqrun.retry_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, int, bigint),'
+	               ' pqrun.cancel_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, text, int, bigint) TO %s', role);
+END $$;
+REVOKE ALL ON FUNCTION pqrun.grant_operator(regrole) FROM PUBLIC;
 
 /* ---- Background workers ------------------------------------------------- */
 

@@ -477,6 +477,36 @@ PQRUN_FUNCTION(pqrun_queue_counters)
 	return Datum(0);
 }
 
+/* pqrun._shared_counters() behind pqrun.metrics(): rows (metric, label,
+ * value) of what only shared memory knows: RUNNING jobs this database's
+ * maintenance put back since its slot was taken, and how full each of
+ * pqrun's fixed-size tables is. */
+PQRUN_FUNCTION(pqrun_shared_counters)
+{
+	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
+	auto row = [&](const char *metric, const char *label, int64 value) {
+		Datum values[3] = {CStringGetTextDatum(metric), CStringGetTextDatum(label), Int64GetDatum(value)};
+		bool nulls[3] = {false, false, false};
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	};
+	shmem::Rescues rescued{};
+	if (shmem::RescuesOf(MyDatabaseId, &rescued)) {
+		row("rescued_total", "stale", static_cast<int64>(rescued.stale));
+		row("rescued_total", "orphaned", static_cast<int64>(rescued.orphaned));
+	}
+	if (shmem::Shared() == nullptr)
+		return Datum(0);
+	shmem::TableUsage tables[5];
+	tables[0] = shmem::DatabasesUsage();
+	tables[1] = stats::Usage();
+	int n = 2 + flow_control::Usage(tables + 2);
+	for (int i = 0; i < n; i++) {
+		row("shared_memory_entries", tables[i].table, tables[i].used);
+		row("shared_memory_capacity", tables[i].table, tables[i].capacity);
+	}
+	return Datum(0);
+}
+
 /* pqrun._flow_counters() behind pqrun.queue_controls: what shared memory
  * counts for each limit and rate limit of this database. */
 PQRUN_FUNCTION(pqrun_flow_counters)

@@ -19,6 +19,7 @@
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/shmem.hpp"
+#include "shmem/stats.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::maintenance {
@@ -448,6 +449,7 @@ RunLive()
 		counts.unblocked += Unblock(&at.blocked_after);
 	while (!windowed && at.blocked_after != 0);
 	StoreCursors(citus::ShardOf(), at);
+	stats::Rescued(counts.reaped, counts.orphaned);
 
 	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
 	/* Pickups skip promoting until then (wake.hpp). */
@@ -470,6 +472,7 @@ ReapStale(const Interval *default_stale_after)
 		return queue::ReapStale(default_stale_after);
 	int32 reaped = queue::ReapStale(default_stale_after, &at.stale_after);
 	StoreCursors(citus::ShardOf(), at);
+	stats::Rescued(reaped, 0);
 	return reaped;
 }
 

@@ -1731,6 +1731,24 @@ KeepDatabases(const Oid *oids, int n)
 	LWLockRelease(shared->lock);
 }
 
+int
+Usage(shmem::TableUsage out[3])
+{
+	out[0] = shmem::TableUsage{"limit_counters", 0, kMaxCounters};
+	out[1] = shmem::TableUsage{"places", 0, kMaxPlaces};
+	out[2] = shmem::TableUsage{"key_buckets", 0, kMaxKeyBuckets};
+	if (shared == nullptr)
+		return 3;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const Counter &k : shared->counters)
+		out[0].used += k.dboid != InvalidOid;
+	out[1].used = kMaxPlaces - shared->nfree;
+	for (const KeyBucket &b : shared->key_buckets)
+		out[2].used += b.dboid != InvalidOid;
+	LWLockRelease(shared->lock);
+	return 3;
+}
+
 Size
 ShmemSize()
 {

@@ -42,6 +42,7 @@
 #pragma once
 
 #include "pg/pg.hpp"
+#include "shmem/shmem.hpp"
 
 namespace pqrun::flow_control {
 
@@ -190,6 +191,10 @@ void ResetDatabase();
  * after `oids` were read may lose counters it made meanwhile: they are
  * loaded again from its RUNNING jobs when next needed. */
 void KeepDatabases(const Oid *oids, int n);
+
+/* Usage: how full the tables of limits' counters, their places (one per
+ * job RUNNING under a limit) and the key buckets are, three of them. */
+int Usage(shmem::TableUsage out[3]);
 
 Size ShmemSize();
 void ShmemInit();

@@ -67,6 +67,9 @@ RegisterDatabase(Oid dboid, int grace_ms)
 		shared->reprobe_epoch++;
 	} else {
 		if (slot->state != SlotState::kRunning && slot->state != SlotState::kStarting) {
+			/* A slot taken for another database starts its counts over. */
+			if (slot->state == SlotState::kFree && slot->dboid != dboid)
+				slot->rescued = Rescues{};
 			slot->dboid = dboid;
 			slot->state = SlotState::kProbe;
 			slot->retry_at = now;
@@ -111,6 +114,49 @@ StepAside(Oid dboid)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+void
+AddRescues(Oid dboid, const Rescues &more)
+{
+	if (shared == nullptr || (more.stale == 0 && more.orphaned == 0))
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (DatabaseSlot &s : shared->slots)
+		if (s.state != SlotState::kFree && s.dboid == dboid) {
+			s.rescued.stale += more.stale;
+			s.rescued.orphaned += more.orphaned;
+		}
+	LWLockRelease(shared->lock);
+}
+
+bool
+RescuesOf(Oid dboid, Rescues *out)
+{
+	bool found = false;
+	if (shared == nullptr)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const DatabaseSlot &s : shared->slots)
+		if (s.state != SlotState::kFree && s.dboid == dboid) {
+			*out = s.rescued;
+			found = true;
+		}
+	LWLockRelease(shared->lock);
+	return found;
+}
+
+TableUsage
+DatabasesUsage()
+{
+	TableUsage usage{"databases", 0, kMaxDatabases};
+	if (shared == nullptr)
+		return usage;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (const DatabaseSlot &s : shared->slots)
+		usage.used += s.state != SlotState::kFree;
+	LWLockRelease(shared->lock);
+	return usage;
 }
 
 } // namespace pqrun::shmem

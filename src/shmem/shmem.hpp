@@ -34,6 +34,13 @@ struct RoundCursors {
 	int64 edges_after;
 };
 
+/* RUNNING jobs the maintenance rounds of a database put back since its
+ * slot was taken, by why (counters of pqrun.metrics()). */
+struct Rescues {
+	uint64 stale;    /* their stale window passed */
+	uint64 orphaned; /* their holder's session ended */
+};
+
 struct DatabaseSlot {
 	Oid dboid;
 	SlotState state;
@@ -44,6 +51,7 @@ struct DatabaseSlot {
 	uint32 registrations;     /* RegisterDatabase calls, so a running worker notices one */
 	wake::DatabaseState wake; /* kept by wake.cpp */
 	RoundCursors cursors;
+	Rescues rescued;
 };
 
 struct SharedState {
@@ -74,6 +82,21 @@ void RegisterDatabase(Oid dboid, int grace_ms);
 /* StepAside asks the worker of `dboid` to exit and waits (up to a few
  * seconds) until it has, so the database can be dropped, renamed or copied. */
 void StepAside(Oid dboid);
+
+/* AddRescues counts rescues of `dboid`'s rounds into its slot (none
+ * without one); RescuesOf answers them, false when it has no slot. */
+void AddRescues(Oid dboid, const Rescues &more);
+bool RescuesOf(Oid dboid, Rescues *out);
+
+/* How full a fixed-size table of pqrun's shared memory is, for
+ * pqrun.metrics(): a full table makes its users fall back or wait. */
+struct TableUsage {
+	const char *table;
+	int64 used;
+	int64 capacity;
+};
+/* DatabasesUsage: the database slots taken. */
+TableUsage DatabasesUsage();
 
 /* Listed answers whether `dboid` is one of the `n` databases of `oids` (the
  * launcher's scan of pg_database). */

@@ -104,6 +104,9 @@ struct Delta {
 Delta deltas[kMaxDeltas];
 int ndeltas = 0;
 bool invalidate = false; /* stored counts may be wrong after this transaction */
+/* RUNNING jobs this transaction's maintenance put back, counted into the
+ * database's slot at COMMIT (a rolled-back savepoint's count too). */
+shmem::Rescues rescued{};
 
 /* What a delta counts, one field each. */
 enum Field {
@@ -368,6 +371,7 @@ AddActivity(Entry *entry, const Activity &a, int64 epoch)
 void
 ResetLocal()
 {
+	rescued = shmem::Rescues{};
 	ndeltas = 0;
 	nsub_changes = 0;
 	invalidate = false;
@@ -508,6 +512,7 @@ FinishedRemoved(const char *queue, const char *job_type, Finished status, int64 
 void
 OnCommit()
 {
+	shmem::AddRescues(MyDatabaseId, rescued);
 	if (shared == nullptr || (ndeltas == 0 && !invalidate)) {
 		ResetLocal();
 		return;
@@ -530,6 +535,25 @@ OnCommit()
 		SetReady(MyDatabaseId, false);
 	LWLockRelease(shared->lock);
 	ResetLocal();
+}
+
+void
+Rescued(int64 stale, int64 orphaned)
+{
+	rescued.stale += stale;
+	rescued.orphaned += orphaned;
+}
+
+shmem::TableUsage
+Usage()
+{
+	shmem::TableUsage usage{"queue_counters", 0, kMaxEntries};
+	if (shared == nullptr)
+		return usage;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	usage.used = hash_get_num_entries(entries);
+	LWLockRelease(shared->lock);
+	return usage;
 }
 
 void

@@ -15,6 +15,7 @@
 #include "pg/pg.hpp"
 
 #include "jobs/job_status.hpp"
+#include "shmem/shmem.hpp"
 
 namespace pqrun::stats {
 
@@ -31,6 +32,13 @@ void FinishedRemoved(const char *queue, const char *job_type, Finished status, i
 /* FinishedOf maps DONE, FAILED and CANCELLED to their counters; false for
  * the other statuses. */
 bool FinishedOf(JobStatus status, Finished *out);
+
+/* Rescued notes RUNNING jobs put back by maintenance: stale ones and
+ * orphaned ones (their holder's session ended). */
+void Rescued(int64 stale, int64 orphaned);
+
+/* Usage: the (database, queue, job_type) entries taken. */
+shmem::TableUsage Usage();
 
 void OnCommit();
 void OnAbort();

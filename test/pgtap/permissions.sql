@@ -19,15 +19,17 @@
 -- await_jobs, distribute and queue_node, and PUBLIC could call queue_node. Roles are created in the rolled-back
 -- transaction.
 BEGIN;
-SELECT plan(47);
+SELECT plan(56);
 
 CREATE ROLE tap_producer;
 CREATE ROLE tap_worker;
 CREATE ROLE tap_monitor;
+CREATE ROLE tap_operator;
 CREATE ROLE tap_nobody;
 SELECT lives_ok($$SELECT pqrun.grant_producer('tap_producer')$$, 'grant_producer');
 SELECT lives_ok($$SELECT pqrun.grant_worker('tap_worker')$$, 'grant_worker');
 SELECT lives_ok($$SELECT pqrun.grant_monitor('tap_monitor')$$, 'grant_monitor');
+SELECT lives_ok($$SELECT pqrun.grant_operator('tap_operator')$$, 'grant_operator');
 
 -- ---- the catalog ----------------------------------------------------------------
 -- Every function and procedure of the schema but the internal ones ("_").
@@ -71,8 +73,12 @@ SELECT is(pg_temp.may_execute('tap_worker'),
 	      'mark_error', 'pickup', 'pickup_from', 'queue_node', 'release', 'snooze'],
 	'a worker may call pickup, pickup_from, await_jobs, the mark functions, heartbeat, release, snooze, enqueue, '
 	'enqueue_batch and queue_node, nothing else');
-SELECT is((SELECT count(*)::int FROM api_fn), 32, 'the schema has the 32 functions and procedures the README documents');
+SELECT is((SELECT count(*)::int FROM api_fn), 35, 'the schema has the 35 functions and procedures the README documents');
 SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['metrics'], 'a monitor may call metrics(), nothing else');
+SELECT is(pg_temp.may_execute('tap_operator'),
+	ARRAY['cancel', 'cancel_jobs', 'metrics', 'pause_queue', 'resume_queue', 'retry', 'retry_jobs', 'set_concurrency_limit',
+	      'set_key_limit', 'set_key_rate_limit', 'set_rate_limit'],
+	'an operator may call metrics(), retry, cancel, their bulk forms, pause, resume and the limits, nothing else');
 SELECT is(pg_temp.may_execute('tap_nobody'), '{}'::text[], 'PUBLIC may call no API function');
 
 SELECT is(pg_temp.may_read('tap_producer'), ARRAY['jobs'], 'a producer may read pqrun.jobs');
@@ -81,17 +87,23 @@ SELECT is(pg_temp.may_read('tap_worker'), ARRAY['jobs', 'queue_control'],
 SELECT is(pg_temp.may_read('tap_monitor'),
 	ARRAY['health', 'job_attempts', 'jobs', 'periodic', 'queue_controls', 'queue_stats', 'workers'],
 	'a monitor may read jobs, job_attempts, periodic, queue_controls, queue_stats, workers and health');
+SELECT is(pg_temp.may_read('tap_operator'), pg_temp.may_read('tap_monitor'), 'an operator reads what a monitor reads');
 SELECT is(pg_temp.may_read('tap_nobody'), '{}'::text[], 'PUBLIC may read nothing');
 
 SELECT is(pg_temp.may_write(r), '{}'::text[], format('%s may change no pqrun relation directly', r))
-  FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_monitor', 'tap_nobody']::name[]) AS r;
+  FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_monitor', 'tap_operator', 'tap_nobody']::name[]) AS r;
 SELECT is(pg_temp.internal(r), '{}'::text[], format('%s may call no internal pqrun function', r))
   FROM unnest(ARRAY['tap_producer', 'tap_worker', 'tap_nobody']::name[]) AS r;
 -- Functions in a view run with the privileges of the view's user, so a
 -- monitor needs the counters behind pqrun.queue_stats and
 -- pqrun.queue_controls, and nothing else.
-SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_key_buckets', '_queue_counters']::text[],
-	'a monitor may call only the counters behind queue_stats and queue_controls');
+SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_key_buckets', '_queue_counters', '_shared_counters']::text[],
+	'a monitor may call only the counters behind queue_stats, queue_controls and metrics()');
+-- The bulk actions run as their caller (they commit, so cannot be SECURITY
+-- DEFINER): an operator needs the two helpers they call.
+SELECT is(pg_temp.internal('tap_operator'),
+	ARRAY['_check_bulk', '_flow_counters', '_jobs_matching', '_key_buckets', '_queue_counters', '_shared_counters']::text[],
+	'an operator may call a monitor''s counters and the bulk actions'' helpers');
 
 -- ---- calling the API as each role ---------------------------------------------------
 SET LOCAL ROLE tap_producer;
@@ -138,6 +150,13 @@ SELECT lives_ok($$SELECT * FROM pqrun.jobs, pqrun.job_attempts, pqrun.queue_stat
 SELECT lives_ok($$SELECT pqrun.metrics()$$, 'a monitor calls metrics()');
 SELECT throws_ok($$SELECT pqrun.enqueue('perm')$$, '42501', NULL, 'a monitor cannot enqueue');
 SELECT throws_ok($$SELECT pqrun.run_maintenance()$$, '42501', NULL, 'a monitor cannot run maintenance');
+RESET ROLE;
+
+SET LOCAL ROLE tap_operator;
+SELECT lives_ok($$SELECT pqrun.pause_queue('tap_perm')$$, 'an operator pauses a queue');
+SELECT lives_ok($$SELECT pqrun.set_concurrency_limit('tap_perm', 2)$$, 'an operator sets a limit');
+SELECT throws_ok($$SELECT pqrun.enqueue('perm')$$, '42501', NULL, 'an operator cannot enqueue');
+SELECT throws_ok($$SELECT * FROM pqrun.pickup('o', queues => '{tap_perm}')$$, '42501', NULL, 'an operator cannot pick up');
 RESET ROLE;
 
 SET LOCAL ROLE tap_nobody;

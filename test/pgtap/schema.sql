@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(247);
+SELECT plan(256);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -203,7 +203,8 @@ SELECT unnest(ARRAY[
 	('metrics', ARRAY[]::text[], 'text', ''),
 	('grant_producer', ARRAY['regrole'], 'void', 'role regrole'),
 	('grant_worker', ARRAY['regrole'], 'void', 'role regrole'),
-	('grant_monitor', ARRAY['regrole'], 'void', 'role regrole')
+	('grant_monitor', ARRAY['regrole'], 'void', 'role regrole'),
+	('grant_operator', ARRAY['regrole'], 'void', 'role regrole')
   ) AS fns(f, a, r, d);
 SELECT matches(pqrun.metrics(), '^# HELP pqrun_', 'metrics() answers Prometheus text');
 
@@ -213,6 +214,18 @@ CREATE TEMP TABLE other_fns(f, k, a, r) AS VALUES
 	 'integer'),
 	('await_jobs', 'p', 'IN job_types text[] DEFAULT NULL::text[], IN queues text[] DEFAULT NULL::text[], '
 	 'IN wait interval DEFAULT ''00:00:30''::interval, INOUT ready boolean DEFAULT NULL::boolean', NULL),
+	('retry_jobs', 'p', 'IN queue text DEFAULT NULL::text, IN job_type text DEFAULT NULL::text, '
+	 'IN statuses pqrun.job_status[] DEFAULT ''{FAILED,CANCELLED}''::pqrun.job_status[], '
+	 'IN finished_after timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+	 'IN finished_before timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+	 'IN error_contains text DEFAULT NULL::text, IN payload_contains jsonb DEFAULT NULL::jsonb, '
+	 'IN batch_size integer DEFAULT 1000, INOUT retried bigint DEFAULT NULL::bigint', NULL),
+	('cancel_jobs', 'p', 'IN queue text DEFAULT NULL::text, IN job_type text DEFAULT NULL::text, '
+	 'IN statuses pqrun.job_status[] DEFAULT ''{READY,BLOCKED}''::pqrun.job_status[], '
+	 'IN created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+	 'IN created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+	 'IN error_contains text DEFAULT NULL::text, IN payload_contains jsonb DEFAULT NULL::jsonb, '
+	 'IN reason text DEFAULT NULL::text, IN batch_size integer DEFAULT 1000, INOUT cancelled bigint DEFAULT NULL::bigint', NULL),
 	('distribute', 'f', 'shard_count integer DEFAULT 32', 'void'),
 	('queue_node', 'f', 'queue text, OUT host text, OUT port integer', 'record');
 SELECT unnest(ARRAY[
@@ -233,7 +246,7 @@ SELECT is(ARRAY(SELECT DISTINCT proname::text FROM pg_proc
                                            'unschedule', 'cron_next', 'pause_queue', 'resume_queue',
                                            'set_concurrency_limit', 'set_rate_limit', 'set_key_limit',
                                            'set_key_rate_limit', 'metrics', 'grant_producer', 'grant_worker',
-                                           'grant_monitor'])
+                                           'grant_monitor', 'grant_operator'])
                 EXCEPT SELECT f FROM other_fns ORDER BY 1), '{}'::text[],
 	'every public function and procedure of the schema is checked here');
 

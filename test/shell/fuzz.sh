@@ -309,6 +309,7 @@ CREATE TABLE fuzz.allowed (fn text PRIMARY KEY, states text[]);
 INSERT INTO fuzz.allowed VALUES
 	('enqueue', '{22023,54000}'), ('enqueue_batch', '{22023,54000}'),
 	('pickup', '{22023}'), ('pickup_from', '{22023}'), ('await_jobs', '{22023,2D000}'),
+	('retry_jobs', '{22023,2D000}'), ('cancel_jobs', '{22023,2D000}'), ('grant_operator', '{22023}'),
 	('mark_done', '{22023,P0002,55000}'), ('mark_done_batch', '{22023,P0002,55000}'),
 	('mark_done_and_pickup', '{22023,P0002,55000}'),
 	('mark_error', '{22023,P0002,55000}'), ('heartbeat', '{22023,P0002,55000}'),
@@ -387,9 +388,11 @@ BEGIN
 		/* every input NULL, positionally */
 		call := format('pqrun.%I(%s)', p.proname,
 		               (SELECT string_agg(format('NULL::%s', types[g]::regtype), ', ') FROM unnest(inputs) g));
+		/* await_jobs refuses a transaction block first; the bulk actions
+		 * check their arguments first, and commit only what they found. */
 		PERFORM fuzz.add(p.proname, CASE WHEN p.prokind = 'p' THEN 'CALL ' || call
 		                                 WHEN p.proretset THEN 'SELECT count(*) FROM ' || call ELSE 'SELECT ' || call END,
-		                 CASE WHEN p.prokind = 'p' THEN '2D000' END);
+		                 CASE WHEN p.proname = 'await_jobs' THEN '2D000' END);
 		FOR k IN 1 .. cardinality(inputs) LOOP
 			i := inputs[k];
 			/* CALL takes no subqueries in its arguments */
@@ -418,7 +421,7 @@ BEGIN
 					END IF;
 				END IF;
 				IF p.prokind = 'p' THEN
-					expect := '2D000';
+					expect := CASE WHEN p.proname = 'await_jobs' THEN '2D000' END;
 					forbid := NULL;
 				END IF;
 				PERFORM fuzz.add(p.proname, CASE WHEN p.prokind = 'p' THEN 'CALL ' || call
@@ -944,6 +947,17 @@ SELECT fuzz.add('grant_monitor', $$SELECT pqrun.grant_monitor('pqrun_fuzz_role')
 SELECT fuzz.add('grant_producer', $$SELECT pqrun.grant_producer(NULL)$$);
 SELECT fuzz.add('grant_worker', $$SELECT pqrun.grant_worker(0)$$);
 SELECT fuzz.add('grant_monitor', $$SELECT pqrun.grant_monitor('pg_monitor')$$, 'ok');
+SELECT fuzz.add('grant_operator', $$SELECT pqrun.grant_operator('pqrun_fuzz_role')$$, 'ok');
+SELECT fuzz.add('grant_operator', $$SELECT pqrun.grant_operator(NULL)$$, '22023');
+-- bulk actions: arguments checked first; inside this block a batch found ends in 2D000
+SELECT fuzz.add('retry_jobs', $$CALL pqrun.retry_jobs(queue => 'no-such-queue')$$, 'ok');
+SELECT fuzz.add('retry_jobs', $$CALL pqrun.retry_jobs(statuses => '{READY}')$$, '22023');
+SELECT fuzz.add('retry_jobs', $$CALL pqrun.retry_jobs(statuses => '{FAILED,NULL}')$$, '22023');
+SELECT fuzz.add('retry_jobs', $$CALL pqrun.retry_jobs(batch_size => 0)$$, '22023');
+SELECT fuzz.add('cancel_jobs', $$CALL pqrun.cancel_jobs(statuses => '{}')$$, '22023');
+SELECT fuzz.add('cancel_jobs', $$CALL pqrun.cancel_jobs(statuses => '{DONE}')$$, '22023');
+SELECT fuzz.add('cancel_jobs', $$CALL pqrun.cancel_jobs(batch_size => 10001)$$, '22023');
+SELECT fuzz.add('cancel_jobs', $$CALL pqrun.cancel_jobs()$$, '2D000');
 -- metrics
 SELECT fuzz.add('metrics', $$SELECT pqrun.metrics()$$, 'ok');
 SELECT fuzz.add('await_jobs', $$CALL pqrun.await_jobs(wait => '0')$$, '2D000');
@@ -1144,6 +1158,13 @@ bcase purge ok "SELECT pqrun.purge('0', '{DONE,FAILED,CANCELLED}')"
 bcase schedule - "SELECT pqrun.schedule('b', 'b-sched', run_every => '1 microsecond')"
 bcase run_maintenance ok "SELECT pqrun.run_maintenance()"
 bcase unschedule ok "SELECT pqrun.unschedule('b')"
+bcase retry_jobs 22023 "CALL pqrun.retry_jobs(batch_size => -1)"
+bcase retry_jobs ok "CALL pqrun.retry_jobs(error_contains => repeat('e', 1048576), payload_contains => '{}')"
+bcase cancel_jobs 2D000 "BEGIN; CALL pqrun.cancel_jobs(job_type => 'b-ready', batch_size => 1)"
+bcase other ok "ROLLBACK"
+bcase cancel_jobs ok "CALL pqrun.cancel_jobs(job_type => 'b-ready', statuses => '{READY,BLOCKED,RUNNING}', batch_size => 7, reason => repeat('r', 1048576))"
+bcase retry_jobs ok "CALL pqrun.retry_jobs(job_type => 'b-ready', batch_size => 1)"
+bcase retry_jobs ok "CALL pqrun.retry_jobs(job_type => 'b-ready', finished_after => '-infinity', finished_before => 'infinity')"
 bcase other ok "SELECT count(*) FROM pqrun.jobs"
 psql -X -qtA -d "$db" -f "$tmp/b.sql" >"$tmp/b.out" 2>"$tmp/b.err" || true
 allowed_b() { # FN -> allowed SQLSTATEs
@@ -1151,7 +1172,7 @@ allowed_b() { # FN -> allowed SQLSTATEs
 	enqueue | enqueue_batch | schedule) echo "22023 54000 42501" ;;
 	pickup | purge | reap_stale | unschedule) echo "22023 42501" ;;
 	cron_next) echo "22023 22008 42501" ;;
-	await_jobs) echo "22023 2D000 42501" ;;
+	await_jobs | retry_jobs | cancel_jobs) echo "22023 2D000 42501" ;;
 	mark_* | heartbeat) echo "22023 P0002 55000 42501" ;;
 	cancel | retry) echo "22023 P0002 42501" ;;
 	set) echo "22023 55P02 42501" ;;

@@ -138,6 +138,11 @@ def check_buffers(what, small, large, detail):
 NOT_MEASURED = {
     "grant_producer": "GRANTs on a fixed set of pqrun's objects; reads and writes no job",
     "grant_worker": "GRANTs on a fixed set of pqrun's objects; reads and writes no job",
+    "grant_operator": "GRANTs on a fixed set of pqrun's objects; reads and writes no job",
+    "retry_jobs": "a bulk action: reads its filter's table (job_done) in id order, batch_size matches a transaction; "
+                  "the table it filters is its input by design",
+    "cancel_jobs": "a bulk action: reads its filter's table (job_live) in id order, batch_size matches a transaction; "
+                   "the table it filters is its input by design",
     "grant_monitor": "GRANTs on a fixed set of pqrun's objects; reads and writes no job",
     "distribute": "needs Citus (0A000 here); citus.sh runs it",
     "queue_node": "needs Citus (0A000 here); citus.sh runs it",

@@ -42,8 +42,8 @@
 #    database's search_path (ALTER DATABASE, before CREATE EXTENSION, so the
 #    maintenance worker starts with it) and on the other roles' (ALTER ROLE
 #    ... IN DATABASE); the extension owner's sessions get the database's. Then every API path runs as
-#    a worker, a producer, a monitor, an operator role (granted the operating
-#    functions) and the extension owner: enqueue (plain, dedupe, fifo,
+#    a worker, a producer, a monitor, an operator role (grant_operator, and
+#    the other operating functions) and the extension owner: enqueue (plain, dedupe, fifo,
 #    depends_on, delayed), enqueue_batch, pickup (single, batch, waiting with
 #    and without a job, with mark_done_batch in the same statement, claims
 #    written at commit, by a read of pqrun.jobs, by a utility command, by
@@ -53,7 +53,7 @@
 #    dependency release, CALL await_jobs, cancel, retry, purge, reap_stale,
 #    run_maintenance, _fire_due_schedules, schedule/unschedule, cron_next,
 #    pause_queue, resume_queue, set_concurrency_limit, set_rate_limit,
-#    set_key_limit, set_key_rate_limit, keyed and weighted jobs picked from
+#    set_key_limit, set_key_rate_limit, CALL retry_jobs and cancel_jobs, keyed and weighted jobs picked from
 #    their lanes under limits and rate limits per key,
 #    and pickups under a full concurrency limit (every pickup of the default
 #    queue goes through a generous limit and rate limit), metrics() and
@@ -402,7 +402,7 @@ CREATE EXTENSION pqrun;
 SELECT pqrun.grant_worker('$worker');
 SELECT pqrun.grant_producer('$producer');
 SELECT pqrun.grant_monitor('$monitor');
-SELECT pqrun.grant_monitor('$ops');
+SELECT pqrun.grant_operator('$ops');
 GRANT EXECUTE ON FUNCTION pqrun.reap_stale(interval), pqrun.run_maintenance(), pqrun.purge(interval, pqrun.job_status[]),
 	pqrun.retry(bigint, text), pqrun.cancel(bigint, text, text),
 	pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),
@@ -669,6 +669,16 @@ SELECT pqrun.cron_next('*/5 * * * *');
 COMMIT;
 SQL
 	done
+	# The bulk actions commit batch by batch: at top level, as their caller.
+	cat <<SQL
+SET application_name = '$tag: retry_jobs, cancel_jobs';
+SELECT pqrun.enqueue('$t-bulk', '{"b": 1}', queue => 'sp-bulk');
+SELECT pqrun.enqueue('$t-bulk', '{"b": 2}', queue => 'sp-bulk');
+CALL pqrun.cancel_jobs(queue => 'sp-bulk', job_type => '$t-bulk', payload_contains => '{"b": 1}', batch_size => 1);
+CALL pqrun.cancel_jobs(queue => 'sp-bulk', job_type => '$t-bulk', created_after => '-infinity', reason => 'bulk');
+CALL pqrun.retry_jobs(queue => 'sp-bulk', job_type => '$t-bulk', error_contains => 'BULK', finished_after => '-infinity');
+CALL pqrun.cancel_jobs(job_type => '$t-bulk', statuses => '{READY,BLOCKED,RUNNING}');
+SQL
 }
 
 # observe TAG: every view and metrics().
