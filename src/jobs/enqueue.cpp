@@ -57,6 +57,11 @@ static_assert(job_row::EnqueueListIs(INSERT_LIVE), "INSERT_LIVE must list job_ro
 	"   pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8)) WITH ORDINALITY"   \
 	"   AS e(priority, max_attempts, timeout_seconds, run_after, queue, job_type, dedupe_key, payload, n)"             \
 	" ORDER BY e.n"
+/* enqueue_batch's plain elements have no FIFO group, dependencies or keys. */
+static_assert(job_row::ListIs(INSERT_LIVE_RUN, "(",
+                              job_row::Enqueued() &
+                                  ~job_row::Named({"fifo_key", "depends_on", "concurrency_key", "rate_weight"})),
+              "INSERT_LIVE_RUN must list every enqueued column of job_row::kColumns it does not leave out");
 #define INSERT_LIVE_RUN_RETURNING                                                                                      \
 	" RETURNING j.id, j.xmax::text = '0', j.priority, j.status::text, j.queue, j.job_type, j.delayed, j.run_after"
 #define INSERT_LIVE_RUN_ARGS                                                                                           \
@@ -77,15 +82,24 @@ spi::Statement kInsertLiveKeyless{"insert live keyless", INSERT_LIVE INSERT_LIVE
 spi::Statement kInsertLiveRun{"insert live run", INSERT_LIVE_RUN ON_DEDUPE_KEY INSERT_LIVE_RUN_RETURNING,
                               INSERT_LIVE_RUN_ARGS};
 
+#define INSERT_CANCELLED                                                                                               \
+	"INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"         \
+	"   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, "       \
+	"payload" PQRUN_JOB_KEY PQRUN_JOB_WEIGHT ")"                                                                     \
+	" VALUES (pg_catalog.nextval('pqrun.job_id_seq'), 'CANCELLED', $1, 0, $2, $3, $4,"                               \
+	"   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11" PQRUN_CANCELLED_KEY      \
+	    PQRUN_CANCELLED_WEIGHT ")"                                                                                   \
+	" RETURNING id"
+/* A job cancelled as it is enqueued never ran: no claim, attempt, result
+ * or progress. */
+static_assert(job_row::ListIs(INSERT_CANCELLED, "(",
+                              job_row::InTable(job_row::kDone) &
+                                  ~job_row::Named({"locked_at", "locked_by", "lease_token", "duration_ms", "result",
+                                                   "progress", "snoozes", "outcome"})),
+              "a cancelled enqueue must fill every job_done column of job_row::kColumns it does not leave out");
 spi::Statement kInsertCancelled{
     "insert cancelled",
-    "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
-    "   finished_at, created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, "
-    "payload" PQRUN_JOB_KEY PQRUN_JOB_WEIGHT ")"
-    " VALUES (pg_catalog.nextval('pqrun.job_id_seq'), 'CANCELLED', $1, 0, $2, $3, $4,"
-    "   pg_catalog.now(), pg_catalog.now(), pg_catalog.now(), $5, $6, $7, $8, $9, $10, $11" PQRUN_CANCELLED_KEY
-        PQRUN_CANCELLED_WEIGHT ")"
-    " RETURNING id",
+    INSERT_CANCELLED,
     13,
     {INT4OID, INT4OID, INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, JSONBOID,
      TEXTOID, INT4OID}};

@@ -17,7 +17,12 @@
  *    checked against the installed pqrun.pickup's result), the columns a
  *    written claim sets (claim_direct.cpp), an enqueue's columns
  *    (enqueue_direct.cpp) and a finish's job_done row (finish_direct.cpp);
- *  - the pickup's reading of each claimed row (pick.cpp).
+ *  - the pickup's reading of each claimed row (pick.cpp);
+ *  - every other statement that copies, writes or resets whole rows, by
+ *    ListIs and SetsAll: retry's copy back to job_live (operate.cpp), a
+ *    cancelled enqueue's job_done row and enqueue_batch's plain elements
+ *    (enqueue.cpp), and what gives a running job back (requeue.cpp), each
+ *    naming the columns it leaves to their defaults.
  * A column added to a job table goes here first (with sql/pqrun.sql and the
  * update script); the compiler then points at each statement that must
  * list it, and a job_done column that no finish fills does not compile.
@@ -25,6 +30,8 @@
 #pragma once
 
 #include "pg/spi_plans.hpp"
+
+#include <initializer_list>
 
 namespace pqrun::job_row {
 
@@ -290,16 +297,17 @@ ReadName(const char *text, int at, int *column)
 
 /* Names the columns `wanted` selects, each once, in any order: a list of
  * names (`assign` false) or of assignments `name = expression` (true),
- * separated by commas and ended by `end` outside parentheses. */
+ * separated by commas and ended by `end` outside parentheses; with
+ * `others`, other columns too. */
 template <typename Wanted>
 constexpr bool
-NamesExactly(const char *text, int at, bool assign, const char *end, Wanted wanted)
+NamesExactly(const char *text, int at, bool assign, const char *end, Wanted wanted, bool others = false)
 {
 	bool seen[kCount] = {};
 	for (;;) {
 		int i = -1;
 		at = ReadName(text, at, &i);
-		if (i < 0 || seen[i] || !wanted(i))
+		if (i < 0 || seen[i] || (!wanted(i) && !others))
 			return false;
 		seen[i] = true;
 		at = Skip(text, at);
@@ -376,6 +384,82 @@ FinishIs(const char *insert, const char *select)
 	int sat = detail::ReadList(
 	    select, 0, done, [](int i) { return kColumns[i].finish_sql ? kColumns[i].finish_sql : kColumns[i].name; });
 	return at >= 0 && insert[detail::Skip(insert, at)] == '\0' && sat >= 0 && select[detail::Skip(select, sat)] == '\0';
+}
+
+/* A set of columns: bit i stands for kColumns[i]. */
+using Columns = uint64;
+static_assert(kCount <= 64, "job_row::Columns holds 64 columns");
+
+/* Named: the columns of `names`; every column when one is not a column, so
+ * that a misspelt name fails the check it is given to. */
+constexpr Columns
+Named(std::initializer_list<const char *> names)
+{
+	Columns set = 0;
+	for (const char *name : names) {
+		int i = Find(name);
+		if (i < 0)
+			return ~Columns{0};
+		set |= Columns{1} << i;
+	}
+	return set;
+}
+
+/* InTable: the columns `table` has. */
+constexpr Columns
+InTable(Table table)
+{
+	Columns set = 0;
+	for (int i = 0; i < kCount; i++)
+		if (In(i, table))
+			set |= Columns{1} << i;
+	return set;
+}
+
+/* ClaimWrites: the job_live columns a claim writes, which whatever gives a
+ * running job back must write again. */
+constexpr Columns
+ClaimWrites()
+{
+	Columns set = 0;
+	for (int i = 0; i < kCount; i++)
+		if (In(i, kLive) && kColumns[i].claim != Claimed::kKeep)
+			set |= Columns{1} << i;
+	return set;
+}
+
+/* Enqueued: the columns an enqueue sets. */
+constexpr Columns
+Enqueued()
+{
+	Columns set = 0;
+	for (int i = 0; i < kCount; i++)
+		if (kColumns[i].enqueued)
+			set |= Columns{1} << i;
+	return set;
+}
+
+/* ListIs answers whether the column list in `text` after the first `after`
+ * names exactly the columns of `set` (in any order) up to `)`. A statement
+ * that copies or writes whole rows checks its list with it against the
+ * columns of a table less those it leaves to their defaults, named: a
+ * column added to the table then does not compile until the statement
+ * lists it or says it leaves it out. */
+constexpr bool
+ListIs(const char *text, const char *after, Columns set)
+{
+	int at = detail::After(text, after);
+	return at >= 0 && detail::NamesExactly(text, at, false, ")", [set](int i) { return ((set >> i) & 1) != 0; });
+}
+
+/* SetsAll answers whether the SET list of the UPDATE in `text` (after its
+ * first "SET ", up to `end`) assigns every column of `set`, others too. */
+constexpr bool
+SetsAll(const char *text, const char *end, Columns set)
+{
+	int at = detail::After(text, "SET ");
+	return at >= 0 &&
+	       detail::NamesExactly(text, at, true, end, [set](int i) { return ((set >> i) & 1) != 0; }, true);
 }
 
 /* What the table itself must hold: pqrun.jobs columns are in the view's

@@ -1,6 +1,7 @@
 /* src/jobs/operate.cpp — an operator's actions on jobs: cancel, retry of a
  * finished job, purge of history. */
 #include "jobs/flow_control.hpp"
+#include "jobs/job_row.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 #include "pg/citus.hpp"
@@ -13,21 +14,26 @@ namespace pqrun::queue {
 
 namespace stmts {
 
-spi::Statement kRetryFinished{
-    "retry finished",
-    "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = $1 AND status IN ('FAILED', 'CANCELLED') RETURNING *),"
-    " logged AS ("
-    "  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"
-    "  SELECT id, attempts, locked_at, finished_at, locked_by, outcome, last_error FROM gone"
-    "   WHERE outcome IS NOT NULL)"
-    " INSERT INTO pqrun.job_live (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"
-    "   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-    PQRUN_JOB_CONTROLS ")"
-    " SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"
-    "   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"
-    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id" PQRUN_JOB_KEY,
-    2,
-    {INT8OID, TEXTOID}};
+#define RETRY_FINISHED                                                                                                 \
+	"WITH gone AS (DELETE FROM pqrun.job_done WHERE id = $1 AND status IN ('FAILED', 'CANCELLED') RETURNING *),"     \
+	" logged AS ("                                                                                                   \
+	"  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"          \
+	"  SELECT id, attempts, locked_at, finished_at, locked_by, outcome, last_error FROM gone"                        \
+	"   WHERE outcome IS NOT NULL)"                                                                                  \
+	" INSERT INTO pqrun.job_live (id, status, priority, attempts, max_attempts, timeout_seconds, run_after,"         \
+	"   created_at, updated_at, queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"             \
+	    PQRUN_JOB_CONTROLS ")"                                                                                       \
+	" SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"        \
+	"   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"       \
+	    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id" PQRUN_JOB_KEY
+/* A retried job keeps everything it had but what its last claim wrote: it
+ * is READY or BLOCKED again, not running nor held. */
+static_assert(job_row::ListIs(RETRY_FINISHED, "INSERT INTO pqrun.job_live (",
+                              job_row::InTable(job_row::kLive) &
+                                  ~job_row::Named({"delayed", "has_dependents", "locked_at", "locked_by", "lease_token",
+                                                   "holder_pid", "heartbeat_at", "holder_started"})),
+              "retry must copy back every job_live column of job_row::kColumns it does not leave out");
+spi::Statement kRetryFinished{"retry finished", RETRY_FINISHED, 2, {INT8OID, TEXTOID}};
 
 spi::Statement kDedupeHolder{
     "dedupe holder",

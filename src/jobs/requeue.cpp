@@ -8,6 +8,7 @@
  * ends attempts the same way. A job given back was never attempted: its
  * attempt is taken back and nothing goes to the history.
  */
+#include "jobs/job_row.hpp"
 #include "jobs/queue.hpp"
 #include "jobs/queue_internal.hpp"
 #include "pg/citus.hpp"
@@ -32,28 +33,37 @@ spi::Statement kLockRunning{"lock running",
 
 /* Ends the running attempt of job $1 with outcome $4 and error $3 and makes
  * the job READY again at $2; the attempt goes to the history table. */
+#define REQUEUE                                                                                                        \
+	"WITH logged AS ("                                                                                               \
+	"  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"          \
+	"  SELECT id, attempts, locked_at, pg_catalog.now(), locked_by, $4, $3 FROM pqrun.job_live"                      \
+	"   WHERE id = $1 AND status = 'RUNNING')"                                                                       \
+	" UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"                  \
+	"   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"               \
+	"   holder_pid = NULL, " PQRUN_CLEAR_HOLDER_STARTED "updated_at = pg_catalog.now()"                              \
+	" WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after"
+/* The attempt stays counted; everything else the claim wrote is undone. */
+static_assert(job_row::SetsAll(REQUEUE, " WHERE", job_row::ClaimWrites() & ~job_row::Named({"attempts"})),
+              "a requeue must undo what a claim writes (job_row::kColumns)");
 spi::Statement kRequeue{
     "requeue",
-    "WITH logged AS ("
-    "  INSERT INTO pqrun.attempt_log (job_id, attempt, started_at, finished_at, worker_id, outcome, error)"
-    "  SELECT id, attempts, locked_at, pg_catalog.now(), locked_by, $4, $3 FROM pqrun.job_live"
-    "   WHERE id = $1 AND status = 'RUNNING')"
-    " UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
-    "   last_error = $3, locked_at = NULL, locked_by = NULL, lease_token = NULL, heartbeat_at = NULL,"
-    "   holder_pid = NULL, " PQRUN_CLEAR_HOLDER_STARTED "updated_at = pg_catalog.now()"
-    " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after",
+    REQUEUE,
     4,
     {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID}};
 
 /* Makes running job $1 READY again at $2 as if it had never been picked
  * up, with $3 added to its snoozes. */
+#define GIVE_BACK                                                                                                      \
+	"UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"                   \
+	"   attempts = GREATEST(attempts - 1, 0), snoozes = snoozes + $3, locked_at = NULL, locked_by = NULL,"           \
+	"   lease_token = NULL, heartbeat_at = NULL, holder_pid = NULL, holder_started = NULL,"                          \
+	"   updated_at = pg_catalog.now()"                                                                               \
+	" WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after"
+static_assert(job_row::SetsAll(GIVE_BACK, " WHERE", job_row::ClaimWrites()),
+              "a give-back must undo everything a claim writes (job_row::kColumns)");
 spi::Statement kGiveBack{
     "give back",
-    "UPDATE pqrun.job_live SET status = 'READY', delayed = $2 > pg_catalog.now(), run_after = $2,"
-    "   attempts = GREATEST(attempts - 1, 0), snoozes = snoozes + $3, locked_at = NULL, locked_by = NULL,"
-    "   lease_token = NULL, heartbeat_at = NULL, holder_pid = NULL, holder_started = NULL,"
-    "   updated_at = pg_catalog.now()"
-    " WHERE id = $1 AND status = 'RUNNING' RETURNING queue, job_type, priority, id, delayed, run_after",
+    GIVE_BACK,
     3,
     {INT8OID, TIMESTAMPTZOID, INT4OID}};
 
