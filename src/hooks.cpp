@@ -16,28 +16,31 @@
  *                transaction prepares (the direct paths stay out of it).
  *   COMMIT, ABORT, PREPARE (and the parallel workers' COMMIT and ABORT):
  *                1. the transaction's pickup state is forgotten
- *                   (direct_rows, pickup_commit, deferred_claims);
- *                2. stats applies or drops its counted changes: before (3),
- *                   so a waiter woken by the commit reads counters that
- *                   include it;
- *                3. wake lowers the pickup hint and wakes waiters (after
+ *                   (direct_rows, citus, pickup_commit, deferred_claims);
+ *                2. stats applies or drops its counted changes (and the
+ *                   rescues of its maintenance): before (4), so a waiter
+ *                   woken by the commit reads counters that include it;
+ *                3. flow_control gives back the places of the runs the
+ *                   transaction ended (COMMIT) or of the claims it rolled
+ *                   back (ABORT); a prepared one keeps both;
+ *                4. wake lowers the pickup hint and wakes waiters (after
  *                   COMMIT), or wakes them for claims that rolled back.
- * Subtransaction end (RegisterSubXactCallback): deferred_claims, stats, wake
- *   move what the subtransaction did to its parent or drop it, in the same
- *   order as at transaction end.
+ * Subtransaction end (RegisterSubXactCallback): citus, deferred_claims,
+ *   stats, flow_control and wake move what the subtransaction did to its
+ *   parent or drop it, in the same order as at transaction end.
  * ExecutorStart_hook: deferred claims are written before a query that reads
  *   pqrun's tables starts (it must see them); after the executor started,
  *   expr_cache fills the compiled CHECK constraints and index predicates of
  *   pqrun's result relations from its cache.
- * ProcessUtility_hook: utility.hpp, before and after the command.
  * planner_hook: before the next planner (Citus's), citus::KeepNullQueueLocal.
- * Relcache invalidation: expr_cache's compiled expressions and direct_rows'
- *   verdict on the job tables are forgotten.
- * Shared memory (preloaded only): the request sizes, and the startup
- *   attaches, the database slots (shmem), the waiters (wake), the queue
- *   counters (stats), the places and buckets of the flow controls
- *   (flow_control) and the lanes' hints (pick_lanes), under
- *   AddinShmemInitLock.
+ * ProcessUtility_hook: utility.hpp, before and after the command.
+ * Relcache invalidation: expr_cache's compiled expressions, direct_rows'
+ *   verdict on the job tables and citus's knowledge of them are forgotten.
+ * Shared memory (preloaded only): the request sizes and the LWLocks
+ *   (shmem/locks.hpp), and the startup attaches, the database slots
+ *   (shmem), the waiters (wake), the queue counters (stats), the places and
+ *   buckets of the flow controls (flow_control) and the lanes' hints
+ *   (pick_lanes), under AddinShmemInitLock.
  *
  * Each hook enters the modules through GuardedEntry (boundary.hpp); the
  * next hook in the chain, and PostgreSQL's own function, run outside it.
@@ -49,6 +52,7 @@
 #include "jobs/pick_lanes.hpp"
 #include "pg/boundary.hpp"
 #include "pg/citus.hpp"
+#include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
 #include "xact/deferred_claims.hpp"
@@ -64,10 +68,6 @@ planner_hook_type prev_planner = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
-/* The LWLocks pqrun asks for: the slots', the waiters', the counters' and
- * the concurrency limits'. */
-constexpr int kLWLocks = 4;
-
 void
 RequestSharedMemory()
 {
@@ -76,7 +76,7 @@ RequestSharedMemory()
 	    add_size(add_size(add_size(add_size(shmem::ShmemSize(), wake::ShmemSize()), stats::ShmemSize()),
 	                      flow_control::ShmemSize()),
 	             pick_lanes::ShmemSize()));
-	RequestNamedLWLockTranche("pqrun", kLWLocks);
+	RequestNamedLWLockTranche(shmem::kTranche, static_cast<int>(shmem::Lock::kCount));
 }
 
 void

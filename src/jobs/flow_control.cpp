@@ -14,6 +14,7 @@
 #include "jobs/keyed_queues.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
+#include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 #include "xact/wake.hpp"
 
@@ -1761,7 +1762,7 @@ ShmemInit()
 	bool found;
 	shared = static_cast<SharedPlaces *>(ShmemInitStruct("pqrun flow control", ShmemSize(), &found));
 	if (!found) {
-		shared->lock = &(GetNamedLWLockTranche("pqrun"))[3].lock;
+		shared->lock = shmem::LockOf(shmem::Lock::kPlaces);
 		shared->nfree = kMaxPlaces;
 		for (int i = 0; i < kMaxPlaces; i++) {
 			shared->free_list[i] = kMaxPlaces - 1 - i;

@@ -3,8 +3,8 @@
  * A PostgreSQL ERROR is a siglongjmp that never runs C++ destructors, and a
  * C++ exception must never unwind through PostgreSQL's C frames. Every symbol
  * PostgreSQL calls therefore goes through GuardedEntry (C++ exception → PG
- * error), and a C++ frame that owns RAII objects calls PostgreSQL through
- * PgCall (PG error → C++ exception). Nothing else converts errors.
+ * error), and no C++ frame that owns RAII objects calls what may raise a
+ * PostgreSQL ERROR. Nothing else converts errors.
  */
 #pragma once
 
@@ -17,13 +17,7 @@
 
 namespace pqrun {
 
-/* A PostgreSQL error caught by PgCall, carried as a C++ exception until the
- * entry guard re-raises it with its SQLSTATE, detail and hint intact. */
-struct PgError {
-	ErrorData *edata;
-};
-
-enum class Caught { kNothing, kPgError, kBadAlloc, kStdException, kUnknown };
+enum class Caught { kNothing, kBadAlloc, kStdException, kUnknown };
 
 /* GuardedEntry runs `body` and turns any C++ exception into a PostgreSQL
  * ERROR raised after the catch block has ended (raising inside a catch block
@@ -35,7 +29,6 @@ GuardedEntry(Body &&body) -> decltype(body())
 	using Result = decltype(body());
 	static char what_buf[512];
 	Caught caught = Caught::kNothing;
-	ErrorData *edata = nullptr;
 	try {
 		if constexpr (std::is_void_v<Result>) {
 			body();
@@ -43,9 +36,6 @@ GuardedEntry(Body &&body) -> decltype(body())
 		} else {
 			return body();
 		}
-	} catch (const PgError &e) {
-		edata = e.edata;
-		caught = Caught::kPgError;
 	} catch (const std::bad_alloc &) {
 		caught = Caught::kBadAlloc;
 	} catch (const std::exception &e) {
@@ -55,9 +45,6 @@ GuardedEntry(Body &&body) -> decltype(body())
 		caught = Caught::kUnknown;
 	}
 	switch (caught) {
-	case Caught::kPgError:
-		ReThrowError(edata);
-		break;
 	case Caught::kBadAlloc:
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("pqrun: out of memory")));
 		break;
@@ -68,49 +55,6 @@ GuardedEntry(Body &&body) -> decltype(body())
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("pqrun: unknown C++ exception")));
 	}
 	pg_unreachable();
-}
-
-/* PgCall runs `call` (which may raise a PostgreSQL ERROR but must not throw)
- * and rethrows a PG error as PgError, for C++ frames that own RAII objects.
- * The error is copied into the caller's memory context. */
-template <typename Call>
-inline auto
-PgCall(Call &&call) -> decltype(call())
-{
-	using Result = decltype(call());
-	MemoryContext caller_context = CurrentMemoryContext;
-	ErrorData *volatile edata = nullptr;
-	if constexpr (std::is_void_v<Result>) {
-		PG_TRY();
-		{
-			call();
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(caller_context);
-			edata = CopyErrorData();
-			FlushErrorState();
-		}
-		PG_END_TRY();
-		if (edata)
-			throw PgError{edata};
-	} else {
-		Result volatile result{};
-		PG_TRY();
-		{
-			result = call();
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(caller_context);
-			edata = CopyErrorData();
-			FlushErrorState();
-		}
-		PG_END_TRY();
-		if (edata)
-			throw PgError{edata};
-		return result;
-	}
 }
 
 /* Keys that go into a btree (dedupe_key, fifo_key, a schedule's name and

@@ -5,6 +5,8 @@
  */
 #include "shmem/shmem.hpp"
 
+#include "shmem/locks.hpp"
+
 namespace pqrun::shmem {
 
 namespace {
@@ -32,7 +34,7 @@ ShmemInit()
 	shared = static_cast<SharedState *>(ShmemInitStruct("pqrun", sizeof(SharedState), &found));
 	if (!found) {
 		memset(shared, 0, sizeof(SharedState));
-		shared->lock = &(GetNamedLWLockTranche("pqrun"))->lock;
+		shared->lock = LockOf(Lock::kSlots);
 	}
 }
 

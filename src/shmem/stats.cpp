@@ -9,6 +9,7 @@
 #include "shmem/stats.hpp"
 
 #include "pg/spi_plans.hpp"
+#include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 
 namespace pqrun::stats {
@@ -741,7 +742,7 @@ ShmemInit()
 	shared = static_cast<Shared *>(ShmemInitStruct("pqrun stats", sizeof(Shared), &found));
 	if (!found) {
 		memset(shared, 0, sizeof(Shared));
-		shared->lock = &(GetNamedLWLockTranche("pqrun"))[2].lock;
+		shared->lock = shmem::LockOf(shmem::Lock::kCounters);
 	}
 	HASHCTL info;
 	memset(&info, 0, sizeof(info));

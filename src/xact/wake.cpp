@@ -9,6 +9,7 @@
 
 #include "guc.hpp"
 #include "pg/boundary.hpp"
+#include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
 
@@ -895,7 +896,7 @@ ShmemInit()
 	table = static_cast<WaiterTable *>(ShmemInitStruct("pqrun waiters", ShmemSize(), &found));
 	if (!found) {
 		memset(table, 0, ShmemSize());
-		table->lock = &(GetNamedLWLockTranche("pqrun"))[1].lock;
+		table->lock = shmem::LockOf(shmem::Lock::kWaiters);
 		pg_atomic_init_u32(&table->waiting, 0);
 		pg_atomic_init_u32(&table->lease_waiting, 0);
 		table->size = MaxBackends;
