@@ -1,6 +1,6 @@
 -- flow_control: pausing a queue, limiting how many of its jobs (or of a job
--- type in it) run at once and how fast they are claimed (0.9.0, README
--- "Flow control"). A limit counts
+-- type in it) run at once and how fast they are claimed (0.9.0,
+-- docs/flow-control.md). A limit counts
 -- the jobs claimed and not yet ended, whoever holds them; pickups here run
 -- in one session, each in its own transaction unless said otherwise.
 SET client_min_messages = warning;

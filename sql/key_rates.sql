@@ -1,5 +1,5 @@
 -- key_rates: rate limits per concurrency key and rate weights of jobs
--- (0.11.0, README "Flow control"). set_key_rate_limit gives each key of a
+-- (0.11.0, docs/flow-control.md). set_key_rate_limit gives each key of a
 -- queue a token bucket of its own (or one key its own rate); a job's
 -- rate_weight is the tokens its claim takes from every rate limit that
 -- applies to it: a claim needs one token, so a heavy job may leave a bucket

@@ -1,4 +1,4 @@
--- keys: concurrency keys (0.10.0, README "Flow control"): a job may carry
+-- keys: concurrency keys (0.10.0, docs/flow-control.md): a job may carry
 -- a key (a tenant, a customer); a limit per key bounds how many jobs of
 -- each key run at once, and pickups rotate among the keys that have room.
 -- Pickups here run in one session, each in its own transaction unless said

@@ -121,8 +121,7 @@ RESET statement_timeout;
 -- The history shows one running attempt per RUNNING job.
 SELECT job_id, attempt, worker_id, outcome FROM pqrun.job_attempts ORDER BY job_id, attempt;
 
--- 10. pickup_from: one queue, which Citus delegates a call by (README,
--- "Running on Citus"); the job-id calls name their job's queue the same
+-- 10. pickup_from: one queue, which Citus delegates a call by (docs/citus.md); the job-id calls name their job's queue the same
 -- way, and a job of another queue is refused as an unknown one (P0002)
 -- without a change.
 SELECT pqrun.enqueue('from', queue => 'qa', priority => 1) AS qa1 \gset

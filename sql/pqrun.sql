@@ -1,7 +1,6 @@
 /* sql/pqrun.sql — editable source of the current install script.
  *
- * The Makefile copies it to sql/pqrun--<version>.sql. Storage (README,
- * "Storage design"): unfinished jobs live in the small, hot pqrun.job_live,
+ * The Makefile copies it to sql/pqrun--<version>.sql. Storage (docs/design.md): unfinished jobs live in the small, hot pqrun.job_live,
  * finished ones in the append-mostly pqrun.job_done, and pqrun.jobs is the
  * UNION ALL view users query. Every function body and default is
  * schema-qualified so a hostile search_path cannot change its meaning.
@@ -101,7 +100,7 @@ CREATE INDEX job_live_fifo ON pqrun.job_live (fifo_key, id) WHERE fifo_key IS NO
  * final attempt when the job was running as it finished (the row then also
  * stands for that attempt in pqrun.job_attempts), NULL otherwise.
  *
- * Partitioned by finish time (0.12.0; README, "History"): the workers make
+ * Partitioned by finish time (0.12.0; docs/operations.md, "History and retention"): the workers make
  * a partition for each pqrun.history_interval ahead of time and apply
  * retention by dropping whole partitions, not by DELETE.
  * job_done_default holds what no partition covers: jobs finished before the
@@ -172,7 +171,7 @@ CREATE TABLE pqrun.job_dep (
 CREATE INDEX job_dep_job ON pqrun.job_dep (job_id);
 
 /* Jobs are data, not part of the extension's definition: pg_dump keeps them,
- * their history and edges, and the id sequence (README, "Backups"). */
+ * their history and edges, and the id sequence (docs/backups.md). */
 SELECT pg_catalog.pg_extension_config_dump('pqrun.job_live', '');
 SELECT pg_catalog.pg_extension_config_dump('pqrun.job_done_default', '');
 SELECT pg_catalog.pg_extension_config_dump('pqrun.attempt_log', '');
@@ -241,7 +240,7 @@ RETURNS SETOF pqrun.jobs
 AS 'MODULE_PATHNAME', 'pqrun_pickup' LANGUAGE c VOLATILE ROWS 1;
 
 /* A pickup from one queue. On Citus, a call through the coordinator runs on
- * the node that holds the queue (README, "Running on Citus"), as do the
+ * the node that holds the queue (docs/citus.md), as do the
  * job-id calls below given their job's `queue`; anywhere, a job of another
  * queue than the one named is refused as an unknown one (P0002). */
 CREATE FUNCTION pqrun.pickup_from(
@@ -340,7 +339,7 @@ AS 'MODULE_PATHNAME', 'pqrun_await_jobs' LANGUAGE c;
 
 /* ---- Flow control --------------------------------------------------------- */
 
-/* Pauses, concurrency limits and rate limits (README, "Flow control"): per
+/* Pauses, concurrency limits and rate limits (docs/flow-control.md): per
  * queue (job_type NULL) a pause, a limit on its RUNNING jobs and a rate of
  * claims per second with a burst, per (queue, job_type) a limit and a rate.
  * Per concurrency key: the queue's row holds the limit of each key
@@ -738,7 +737,7 @@ AS 'MODULE_PATHNAME', 'pqrun_lease_token' LANGUAGE c VOLATILE;
 REVOKE ALL ON FUNCTION pqrun._lease_token() FROM PUBLIC;
 
 /* When this backend started: with holder_pid it names the session holding a
- * running job, since process ids are reused (orphan rescue, README). */
+ * running job, since process ids are reused (orphan rescue, docs/operations.md). */
 CREATE FUNCTION pqrun._backend_started() RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'pqrun_backend_started' LANGUAGE c STABLE PARALLEL SAFE;
 REVOKE ALL ON FUNCTION pqrun._backend_started() FROM PUBLIC;
@@ -978,7 +977,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION pqrun._history_partitions() FROM PUBLIC;
 
-/* History partitions (README, "History"): the part of a maintenance round
+/* History partitions (docs/operations.md, "History and retention"): the part of a maintenance round
  * that changes job_done's partitions. Makes those that the next `ahead`
  * intervals of `step` after the one holding `round_at` need and no partition
  * covers yet; and drops those that end at or before `drop_before` (NULL:
@@ -1205,8 +1204,7 @@ REVOKE ALL ON FUNCTION pqrun.schedule(text, text, text, interval, jsonb, int, te
 
 /* ---- Citus ---- */
 
-/* distribute spreads the queues over the nodes of a Citus cluster (README,
- * "Running on Citus"): job_live and job_done distributed by queue,
+/* distribute spreads the queues over the nodes of a Citus cluster (docs/citus.md): job_live and job_done distributed by queue,
  * co-located, in shard_count shards; enqueue, schedule, the per-queue
  * controls, pickup_from and the job-id calls delegated by their queue to the
  * node that holds it. Called on the coordinator, by a superuser; a second

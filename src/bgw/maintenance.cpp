@@ -360,9 +360,10 @@ Unblock(int64 *after)
 
 /* ApplyRetention removes the finished jobs that pqrun.retention and
  * pqrun.failed_retention no longer keep and answers how many: by dropping
- * the partitions of job_done that ended before (README, "History"), which
- * it also makes ahead of time, and by DELETE from job_done_default and of
- * FAILED jobs kept less long than the rest. An install from before 0.12.0
+ * the partitions of job_done that ended before (docs/operations.md,
+ * "History and retention"), which it also makes ahead of time, and by
+ * DELETE from job_done_default and of FAILED jobs kept less long than the
+ * rest. An install from before 0.12.0
  * (one job_done table) deletes them all. */
 int64
 ApplyRetention()

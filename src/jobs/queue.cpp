@@ -1,7 +1,7 @@
 /* src/jobs/queue.cpp — what the job operations share: FIFO group locks,
  * a job's state, and the rules that keep them safe together.
  *
- * The job state machine (README, "Job states") is one file per operation:
+ * The job state machine (docs/api.md, "Job states") is one file per operation:
  * enqueue.cpp, pick.cpp, finish.cpp, requeue.cpp (mark_error, reap,
  * heartbeat) and operate.cpp (cancel, retry, purge). A job
  * lives in pqrun.job_live while BLOCKED/READY/RUNNING and moves to

@@ -3,7 +3,7 @@
  *
  * Every function here runs inside the caller's transaction, must be called
  * while connected to SPI, and raises PostgreSQL errors (with the SQLSTATEs
- * the README documents) for bad input or a lost lease. Strings are palloc'd C strings or
+ * docs/api.md documents) for bad input or a lost lease. Strings are palloc'd C strings or
  * text datums in the current memory context.
  */
 #pragma once

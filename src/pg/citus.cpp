@@ -55,7 +55,7 @@ RefuseDistributed()
 		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("this pqrun call does not run on distributed tables"),
 		         errdetail("pqrun's tables are distributed by Citus; a call works on the jobs of one queue, on the node "
 		                   "that holds it, and only enqueue, pickup, the finishes, heartbeat, release, snooze, cancel, "
-		                   "retry and the queue controls do (README, \"Running on Citus\")."),
+		                   "retry and the queue controls do (docs/citus.md)."),
 		         errhint("Call it on the node that pqrun.queue_node(queue) names.")));
 }
 

@@ -9,7 +9,7 @@
  * functions in an UPDATE, a row's system columns in RETURNING, FOR UPDATE
  * over several shards).
  *
- * So after pqrun.distribute() (README, "Running on Citus"), which
+ * So after pqrun.distribute() (docs/citus.md), which
  * distributes pqrun.job_live and pqrun.job_done by queue, each transaction
  * works on the shards of one queue on the node that holds them, as on
  * tables of its own: its statements name the shards (pg/spi_plans.cpp),

@@ -13,7 +13,7 @@ namespace pqrun::shmem {
 
 constexpr int kMaxDatabases = 64;
 
-/* Lifecycle of a database slot (README, "Background workers"):
+/* Lifecycle of a database slot (docs/operations.md, "Background workers"):
  *   kProbe      → the launcher should start a worker (at or after retry_at)
  *   kStarting   → registered with the postmaster, not yet running
  *   kRunning    → the worker is in its loop

@@ -73,7 +73,7 @@ SELECT is(pg_temp.may_execute('tap_worker'),
 	      'mark_error', 'pickup', 'pickup_from', 'queue_node', 'release', 'snooze'],
 	'a worker may call pickup, pickup_from, await_jobs, the mark functions, heartbeat, release, snooze, enqueue, '
 	'enqueue_batch and queue_node, nothing else');
-SELECT is((SELECT count(*)::int FROM api_fn), 35, 'the schema has the 35 functions and procedures the README documents');
+SELECT is((SELECT count(*)::int FROM api_fn), 35, 'the schema has the 35 functions and procedures docs/ documents');
 SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['metrics'], 'a monitor may call metrics(), nothing else');
 SELECT is(pg_temp.may_execute('tap_operator'),
 	ARRAY['cancel', 'cancel_jobs', 'metrics', 'pause_queue', 'resume_queue', 'retry', 'retry_jobs', 'set_concurrency_limit',

@@ -11,7 +11,7 @@
 # pqrun.distribute() refuses while workers hold jobs of their own (and, in
 # dist, while the coordinator has a schedule).
 #
-# In database dist, after pqrun.distribute() (README, "Running on Citus"):
+# In database dist, after pqrun.distribute() (docs/citus.md):
 # enqueues through the coordinator are delegated to the node that holds
 # their queue and written into its shard (the shells stay empty, ids are
 # unique across the nodes); eight clients drain eight queues spread over

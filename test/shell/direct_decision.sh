@@ -29,7 +29,7 @@
 # It also shows that a maintenance round that fails (here a trigger that
 # raises) is logged and retried without taking the server down, and that
 # row security on pqrun's tables is ignored, alike on
-# every path (README "Permissions": pqrun's functions run as the extension
+# every path (docs/permissions.md: pqrun's functions run as the extension
 # owner, a superuser).
 #
 # Runs against the cluster in PGHOST/PGPORT (it must preload pqrun and

@@ -125,7 +125,7 @@ with psycopg.connect("", autocommit=True) as fresh, fresh.transaction(force_roll
     plan = fresh.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + forms["by job type"]).fetchall()[0][0][0]["Plan"]
     buffers = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
 check(f"positive control: without job_live_pick_type the pickup by job type reads {buffers} buffers", buffers > 1000)
-# The longest names enqueue accepts (README, 1,000 bytes each) fit both lanes' indexes.
+# The longest names enqueue accepts (docs/api.md, 1,000 bytes each) fit both lanes' indexes.
 long_type, long_queue = "t" * 1000, "q" * 1000
 q("SELECT pqrun.enqueue(%s, queue => %s)", (long_type, long_queue))
 by_type = q("SELECT count(*) FROM pqrun.pickup('w', job_types => ARRAY[%s])", (long_type,))[0][0]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/shell/fuzz.sh — a standing fuzz test of every public function of pqrun.
 #
-# The rule it proves (README "SQL API", API.md "Bad input"): bad input gets a
+# The rule it proves (docs/api.md "Errors", API.md "Bad input"): bad input gets a
 # documented SQLSTATE and changes nothing; never class XX, never a crash.
 #
 # Every function and procedure of schema pqrun whose name does not start with
@@ -78,7 +78,7 @@
 #   SELECT pqrun.enqueue_batch('[{"job_type": "x", "priority": 2147483648}]');   -- 22003
 #   SELECT pqrun.enqueue_batch('[{"job_type": "x", "run_after": "not a date"}]'); -- 22007
 #   SELECT pqrun.enqueue_batch('[{"job_type": "x", "run_after": "294277-01-01"}]'); -- 22008
-#     -- README: 22023 naming the element (src/api/batch_input.cpp calls
+#     -- docs/api.md: 22023 naming the element (src/api/batch_input.cpp calls
 #     -- numeric_int4 / timestamptz_in directly)
 #   SELECT pqrun.enqueue('x', dedupe_key => (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 320) g));
 #     -- 54000 index row requires 10256 bytes, maximum size is 8191; the same
@@ -304,7 +304,7 @@ BEGIN
 	END LOOP;
 END $$;
 
-/* SQLSTATEs each function may raise (README / API.md); others get 'other'. */
+/* SQLSTATEs each function may raise (docs/api.md / API.md); others get 'other'. */
 CREATE TABLE fuzz.allowed (fn text PRIMARY KEY, states text[]);
 INSERT INTO fuzz.allowed VALUES
 	('enqueue', '{22023,54000}'), ('enqueue_batch', '{22023,54000}'),
@@ -1024,18 +1024,19 @@ nall=$(psql -X -qtA -d "$db" -c "SELECT count(DISTINCT proname) FROM pg_proc WHE
 dropped=$(psql -X -qtA -d "$db" -c "SELECT count(*) || ' (' || coalesce(string_agg(typ || ' ' || left(expr, 30) || ': ' || cast_state, '; '), '') || ')' FROM fuzz.vals WHERE cast_state IS NOT NULL")
 echo "   $ncases cases over $nfns of $nall public functions; hostile values PostgreSQL rejects itself, dropped: $dropped"
 if [ "$nfns" = "$nall" ]; then ok "every public function is fuzzed ($nall)"; else bad "only $nfns of $nall public functions have cases"; fi
-# The public functions are those the README documents, by name: each one the
-# catalog has appears there as `name(`, and each that a table of the README
-# lists (a row starting with it) is in the catalog.
-readme=$(dirname "$0")/../../README.md
+# The public functions are those the SQL reference (docs/) documents, by
+# name: each one the catalog has appears there as `name(`, and each that a
+# table of the reference lists (a row starting with it) is in the catalog.
+docs=$(dirname "$0")/../../docs
+reference=("$docs/api.md" "$docs/flow-control.md" "$docs/operations.md" "$docs/permissions.md" "$docs/citus.md")
 catalog=$(psql -X -qtA -d "$db" -c "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname !~ '^_' ORDER BY 1")
-undocumented=$(for f in $catalog; do grep -q "\b$f(" "$readme" || printf '%s ' "$f"; done)
-listed=$(grep -o '^| `[a-z_]*(' "$readme" | sed 's/^| `//; s/($//' | sort -u)
+undocumented=$(for f in $catalog; do grep -q "\b$f(" "${reference[@]}" || printf '%s ' "$f"; done)
+listed=$(grep -ho '^| `[a-z_]*(' "${reference[@]}" | sed 's/^| `//; s/($//' | sort -u)
 missing=$(for f in $listed; do grep -qx "$f" <<<"$catalog" || printf '%s ' "$f"; done)
 if [ -n "$catalog" ] && [ -z "$undocumented$missing" ]; then
-	ok "the README documents every public function ($(wc -w <<<"$catalog")), and lists none that does not exist"
+	ok "the SQL reference in docs/ documents every public function ($(wc -w <<<"$catalog")), and lists none that does not exist"
 else
-	bad "undocumented: [$undocumented]; listed in the README but not in the catalog: [$missing]"
+	bad "undocumented: [$undocumented]; listed in docs/ but not in the catalog: [$missing]"
 fi
 
 # report by class

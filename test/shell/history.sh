@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/shell/history.sh — pqrun.job_done partitioned by finish time (0.12.0,
-# README "History"): the maintenance round makes the partitions ahead of
+# docs/operations.md "History and retention"): the maintenance round makes the partitions ahead of
 # time, each starting past what the default partition holds of its time
 # (0.17.0), and applies retention by dropping whole partitions, keeping
 # FAILED jobs longer when pqrun.failed_retention says so.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/shell/longpoll.sh — the long poll: pickup(wait => …) and CALL
 # await_jobs() sleep in the backend and are woken by the commit that makes a
-# matching job runnable (API.md "Consuming", README "Which wait to use").
+# matching job runnable (API.md "Consuming", docs/api.md "Which wait to use").
 #
 # Runs against the cluster in PGHOST/PGPORT/PGUSER (it must preload pqrun),
 # in a database of its own that it drops at the end, and starts one
@@ -396,9 +396,9 @@ err=$(q -v VERBOSITY=sqlstate -c "BEGIN" -c "CALL pqrun.await_jobs(wait => '1 s'
 [[ "$err" == *2D000* ]] || fail "await_jobs in a transaction block: [$err]"
 
 # The function form is one statement, so it holds that statement's snapshot
-# while it sleeps (backend_xmin is set, vacuum is held back); README ("Which
+# while it sleeps (backend_xmin is set, vacuum is held back); docs/api.md ("Which
 # wait to use") says so, and this is why await_jobs exists.
-echo "-- pickup(wait => …) holds a snapshot while it sleeps (backend_xmin IS NOT NULL), as the README says"
+echo "-- pickup(wait => …) holds a snapshot while it sleeps (backend_xmin IS NOT NULL), as docs/api.md says"
 reset
 waiter A '5 s'
 sleeping A
@@ -572,8 +572,8 @@ COMMIT_MS=$(ctl "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint; 
 finish_pick $other
 assert_woken $other "$job"
 
-# NOTIFY payloads are readable by any role that can connect (README,
-# "Permissions"): pqrun.notify is off by default (0.15.0 had it on, and a
+# NOTIFY payloads are readable by any role that can connect
+# (docs/permissions.md): pqrun.notify is off by default (0.15.0 had it on, and a
 # role granted nothing learnt every queue name) and then sends none. A
 # queue name of 8000 bytes or more made enqueue fail ("payload string too
 # long"); PREPARE TRANSACTION after an enqueue failed with 0A000.

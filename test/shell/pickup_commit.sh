@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/shell/pickup_commit.sh — a transaction that did nothing but claim jobs
-# commits asynchronously (README "Durability of claims"); any other write,
+# commits asynchronously (docs/api.md "Durability of claims"); any other write,
 # before or after the pickup, keeps its commit synchronous, and
 # pqrun.synchronous_pickup = on makes every pickup's commit synchronous.
 #
@@ -74,9 +74,9 @@ expect sync "a temporary table INSERT, then a pickup" "" "INSERT INTO scratch VA
 expect sync "an enqueue, then a pickup" "" "SELECT pqrun.enqueue('c'); $pick"
 expect sync "a pickup, a rolled-back savepoint with a write" "" \
 	"$pick; SAVEPOINT s; INSERT INTO side VALUES (:t); ROLLBACK TO s"
-# Batch pickups defer their claims (README "Batches claimed and finished
-# together"); written at commit or by a read of the queue, they are claims
-# all the same.
+# Batch pickups defer their claims (docs/api.md "Batches claimed and
+# finished together"); written at commit or by a read of the queue, they
+# are claims all the same.
 batch="SELECT count(*) FROM pqrun.pickup('w', batch_size => 3)"
 expect async "a batch pickup, claims written at commit" "" "$batch"
 expect async "a batch pickup, claims written by a read of pqrun.jobs" "" \

@@ -57,7 +57,7 @@
 #      more. A recount now reads 256 places, from where the last stopped:
 #      480-530 / 530-629 buffers.
 #   2. (fixed) An unfiltered pickup that claims nothing passes every
-#      held-back READY job (documented, README "Flow control"), and compared
+#      held-back READY job (documented, docs/flow-control.md), and compared
 #      each with every control (Blocked): 254-294 ms beside 10,000 controls
 #      without the recount, 312-547 with it. The controls of a queue are now
 #      found by a binary search: 2.5 / 7.7 ms.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/shell/search_path.sh — no statement pqrun runs with more rights than
-# its caller can be hijacked through search_path (README "Permissions"; the
+# its caller can be hijacked through search_path (docs/permissions.md; the
 # rule: every statement run with more rights than the caller — SECURITY
 # DEFINER bodies, deferred writes, the maintenance worker, schedules — runs
 # with search_path pinned to pg_catalog, pg_temp or with every operator and

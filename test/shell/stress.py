@@ -344,8 +344,8 @@ class Producer(Client):
         if mode == "single":
             # Separate enqueue calls into several FIFO groups in one
             # transaction take the groups' locks in call order, as row
-            # locks: two such transactions may deadlock (README, under
-            # fifo_key). One call never does, so these use one group.
+            # locks: two such transactions may deadlock (docs/api.md,
+            # under fifo_key). One call never does, so these use one group.
             keys = [j["fifo_key"] for j in jobs if j["fifo_key"]]
             for j in jobs:
                 if j["fifo_key"]:
