@@ -11,7 +11,7 @@ namespace pqrun::batch {
 
 namespace {
 
-const char *const kKeys[queue::kEnqueueArgCount] = {
+const char *const kKeys[jobs::kEnqueueArgCount] = {
     "job_type",   "payload", "priority",   "run_after", "max_attempts",    "timeout_seconds",
     "dedupe_key", "queue",   "depends_on", "fifo_key",  "concurrency_key", "rate_weight"};
 
@@ -111,16 +111,16 @@ Convert(int arg, const JsonbValue &value, int element)
 {
 	const char *key = kKeys[arg];
 	switch (arg) {
-	case queue::kPayload:
+	case jobs::kPayload:
 		return JsonbPGetDatum(JsonbValueToJsonb(const_cast<JsonbValue *>(&value)));
-	case queue::kPriority:
-	case queue::kMaxAttempts:
-	case queue::kTimeoutSeconds:
-	case queue::kRateWeight:
+	case jobs::kPriority:
+	case jobs::kMaxAttempts:
+	case jobs::kTimeoutSeconds:
+	case jobs::kRateWeight:
 		return NumericToInt4(value, element, key);
-	case queue::kRunAfter:
+	case jobs::kRunAfter:
 		return ToTimestamptz(value, element, key);
-	case queue::kDependsOn:
+	case jobs::kDependsOn:
 		return ToInt8Array(value, element, key);
 	default:
 		return StringToText(value, element, key);
@@ -136,7 +136,7 @@ Begin(Jsonb *jobs, JobCursor *cursor)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("jobs must be a JSON array of objects")));
 	cursor->it = JsonbIteratorInit(&jobs->root);
 	cursor->element = 0;
-	queue::SetEnqueueDefaults(&cursor->defaults);
+	jobs::SetEnqueueDefaults(&cursor->defaults);
 	JsonbValue value;
 	(void)JsonbIteratorNext(&cursor->it, &value, true); /* WJB_BEGIN_ARRAY */
 }
@@ -163,7 +163,7 @@ FifoKeys(Jsonb *jobs, int *n, bool *has_dependencies)
 }
 
 bool
-Next(JobCursor *cursor, queue::EnqueueArgs *args)
+Next(JobCursor *cursor, jobs::EnqueueArgs *args)
 {
 	JsonbValue value;
 	JsonbIteratorToken token = JsonbIteratorNext(&cursor->it, &value, true);
@@ -181,7 +181,7 @@ Next(JobCursor *cursor, queue::EnqueueArgs *args)
 		if (field_token != WJB_KEY)
 			continue;
 		int arg = -1;
-		for (int i = 0; i < queue::kEnqueueArgCount && arg < 0; i++)
+		for (int i = 0; i < jobs::kEnqueueArgCount && arg < 0; i++)
 			if (strlen(kKeys[i]) == static_cast<size_t>(key.val.string.len) &&
 			    strncmp(kKeys[i], key.val.string.val, key.val.string.len) == 0)
 				arg = i;
@@ -190,7 +190,7 @@ Next(JobCursor *cursor, queue::EnqueueArgs *args)
 		JsonbValue field;
 		(void)JsonbIteratorNext(&fields, &field, true); /* WJB_VALUE */
 		if (field.type == jbvNull) {
-			if (arg == queue::kJobType)
+			if (arg == jobs::kJobType)
 				RaiseInvalid("job_type must not be null or empty", element);
 			continue;
 		}

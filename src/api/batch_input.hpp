@@ -9,7 +9,7 @@ namespace pqrun::batch {
 struct JobCursor {
 	JsonbIterator *it;
 	int element;                 /* 1-based number of the element last read */
-	queue::EnqueueArgs defaults; /* made once: building '{}' per element costs */
+	jobs::EnqueueArgs defaults; /* made once: building '{}' per element costs */
 };
 
 /* Begin checks that `jobs` is a JSON array (22023 otherwise) and positions
@@ -21,7 +21,7 @@ void Begin(Jsonb *jobs, JobCursor *cursor);
  * or null keys) and answers false after the last one. Raises 22023 for an
  * element that is not an object, an unknown key or a value of the wrong
  * JSON type. */
-bool Next(JobCursor *cursor, queue::EnqueueArgs *args);
+bool Next(JobCursor *cursor, jobs::EnqueueArgs *args);
 
 /* FifoKeys answers the fifo_key strings `jobs`' elements name, in element
  * order, their count in *n (what is not a string is left to Next), and

@@ -122,15 +122,15 @@ using spi::Finish;
 
 PQRUN_FUNCTION(pqrun_enqueue)
 {
-	queue::EnqueueArgs args;
+	jobs::EnqueueArgs args;
 	/* An install before 0.10.0 passes no concurrency_key, before 0.11.0 no
 	 * rate_weight. */
-	for (int i = 0; i < queue::kEnqueueArgCount; i++) {
+	for (int i = 0; i < jobs::kEnqueueArgCount; i++) {
 		args.isnull[i] = i >= PG_NARGS() || PG_ARGISNULL(i);
 		args.value[i] = args.isnull[i] ? Datum(0) : PG_GETARG_DATUM(i);
 	}
 	Connect();
-	int64 id = queue::Enqueue(args, 0);
+	int64 id = jobs::Enqueue(args, 0);
 	Finish();
 	PG_RETURN_INT64(id);
 }
@@ -142,7 +142,7 @@ PQRUN_FUNCTION(pqrun_enqueue_batch)
 	Jsonb *jobs = PG_GETARG_JSONB_P(0);
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, INT8OID);
 	Connect();
-	queue::EnqueueBatch(jobs, rsinfo->setResult, rsinfo->setDesc);
+	jobs::EnqueueBatch(jobs, rsinfo->setResult, rsinfo->setDesc);
 	Finish();
 	return Datum(0);
 }
@@ -163,7 +163,7 @@ PickUpCall(FunctionCallInfo fcinfo, ArrayType *job_types, ArrayType *queues, int
 		RaiseInvalid("wait must not be negative");
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
 	Connect();
-	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, WaitMs(wait), rsinfo->setResult,
+	jobs::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, WaitMs(wait), rsinfo->setResult,
 	              rsinfo->setDesc);
 	Finish();
 	return Datum(0);
@@ -185,12 +185,12 @@ PQRUN_FUNCTION(pqrun_pickup_from)
 }
 
 /* QueueArg: a job-id call's last argument, `queue` (0.15.0), when the
- * call has it and it is given (queue::InQueue). After Connect. */
+ * call has it and it is given (jobs::InQueue). After Connect. */
 void
 QueueArg(FunctionCallInfo fcinfo, int argno, ArrayType *job_ids)
 {
 	if (PG_NARGS() > argno && !PG_ARGISNULL(argno))
-		queue::InQueue(text_to_cstring(PG_GETARG_TEXT_PP(argno)), job_ids);
+		jobs::InQueue(text_to_cstring(PG_GETARG_TEXT_PP(argno)), job_ids);
 }
 
 void
@@ -207,7 +207,7 @@ PQRUN_FUNCTION(pqrun_mark_done)
 	int64 job_id = JobIdArg(fcinfo);
 	Connect();
 	QueueArg(fcinfo, 3, job_id);
-	queue::MarkDone(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), PG_ARGISNULL(1),
+	jobs::MarkDone(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), PG_ARGISNULL(1),
 	                PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2));
 	Finish();
 	PG_RETURN_VOID();
@@ -222,7 +222,7 @@ PQRUN_FUNCTION(pqrun_mark_done_batch)
 		RaiseInvalid("job_ids and lease_tokens must be one-dimensional arrays");
 	Connect();
 	QueueArg(fcinfo, 2, job_ids);
-	int32 count = queue::MarkDoneBatch(job_ids, lease_tokens);
+	int32 count = jobs::MarkDoneBatch(job_ids, lease_tokens);
 	Finish();
 	PG_RETURN_INT32(count);
 }
@@ -258,8 +258,8 @@ PQRUN_FUNCTION(pqrun_mark_done_and_pickup)
 	/* The finish first: a stale lease raises (55000) before anything is
 	 * claimed. The pickup never waits, so the finish is never held back. */
 	if (job_ids)
-		queue::MarkDoneEach(job_ids, lease_tokens, results);
-	queue::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, 0, rsinfo->setResult, rsinfo->setDesc);
+		jobs::MarkDoneEach(job_ids, lease_tokens, results);
+	jobs::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, 0, rsinfo->setResult, rsinfo->setDesc);
 	Finish();
 	return Datum(0);
 }
@@ -276,7 +276,7 @@ PQRUN_FUNCTION(pqrun_mark_error)
 		RaiseInvalid("retry_after must be at most 100 years");
 	Connect();
 	QueueArg(fcinfo, 5, job_id);
-	JobStatus status = queue::MarkError(job_id, error, PG_GETARG_BOOL(2),
+	JobStatus status = jobs::MarkError(job_id, error, PG_GETARG_BOOL(2),
 	                                    PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3), !PG_ARGISNULL(3), retry_after);
 	Finish();
 	Oid status_type = get_fn_expr_rettype(fcinfo->flinfo);
@@ -311,7 +311,7 @@ PQRUN_FUNCTION(pqrun_heartbeat)
 		                          "it waits.")));
 	Connect();
 	QueueArg(fcinfo, 4, job_id);
-	queue::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1), progress, has_progress,
+	jobs::Heartbeat(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1), progress, has_progress,
 	                 wait_ms);
 	Finish();
 	PG_RETURN_VOID();
@@ -322,7 +322,7 @@ PQRUN_FUNCTION(pqrun_release)
 	int64 job_id = JobIdArg(fcinfo);
 	Connect();
 	QueueArg(fcinfo, 2, job_id);
-	queue::GiveBack(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1),
+	jobs::GiveBack(job_id, PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1), !PG_ARGISNULL(1),
 	                GetCurrentTransactionStartTimestamp(), false);
 	Finish();
 	PG_RETURN_VOID();
@@ -341,7 +341,7 @@ PQRUN_FUNCTION(pqrun_snooze)
 	    timestamptz_pl_interval, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), PointerGetDatum(delay)));
 	Connect();
 	QueueArg(fcinfo, 3, job_id);
-	queue::GiveBack(job_id, PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2), run_after, true);
+	jobs::GiveBack(job_id, PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), !PG_ARGISNULL(2), run_after, true);
 	Finish();
 	PG_RETURN_VOID();
 }
@@ -365,7 +365,7 @@ PQRUN_FUNCTION(pqrun_cancel)
 	const char *reason = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	Connect();
 	QueueArg(fcinfo, 2, job_id);
-	bool cancelled = queue::Cancel(job_id, reason);
+	bool cancelled = jobs::Cancel(job_id, reason);
 	Finish();
 	PG_RETURN_BOOL(cancelled);
 }
@@ -375,7 +375,7 @@ PQRUN_FUNCTION(pqrun_retry)
 	int64 job_id = JobIdArg(fcinfo);
 	Connect();
 	QueueArg(fcinfo, 1, job_id);
-	bool retried = queue::Retry(job_id);
+	bool retried = jobs::Retry(job_id);
 	Finish();
 	PG_RETURN_BOOL(retried);
 }
@@ -393,7 +393,7 @@ PQRUN_FUNCTION(pqrun_purge)
 	getTypeOutputInfo(get_fn_expr_argtype(fcinfo->flinfo, 1), &output_function, &is_varlena);
 	const char *statuses = OidOutputFunctionCall(output_function, PG_GETARG_DATUM(1));
 	Connect();
-	int64 purged = queue::Purge(older_than, statuses);
+	int64 purged = jobs::Purge(older_than, statuses);
 	Finish();
 	PG_RETURN_INT64(purged);
 }
@@ -459,7 +459,7 @@ PQRUN_FUNCTION(pqrun_await_jobs)
 
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "pqrun: SPI_connect failed");
-	bool ready = queue::AwaitJobs(job_types, queues, WaitMs(wait));
+	bool ready = jobs::AwaitJobs(job_types, queues, WaitMs(wait));
 	Finish();
 	Datum value = BoolGetDatum(ready);
 	bool isnull = false;

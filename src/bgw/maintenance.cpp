@@ -68,7 +68,7 @@ spi::Statement kStrandedBlocked{
     1,
     {INT8OID}};
 
-/* The RUNNING jobs after id $1, queue::kRunningWindow of them in id order
+/* The RUNNING jobs after id $1, jobs::kRunningWindow of them in id order
  * (job_live_running), with their holders (NULL: held by the lease alone). */
 spi::Statement kRunningHolders{"running holders",
                                "SELECT id, holder_pid, fifo_key, " PQRUN_SELECT_HOLDER_STARTED " FROM pqrun.job_live"
@@ -166,7 +166,7 @@ spi::Statement kRetentionFailed{
 } // namespace stmts
 
 using namespace spi;
-using namespace queue;
+using namespace jobs;
 
 namespace {
 
@@ -221,7 +221,7 @@ RescueOrphans(int64 *after)
 {
 	Datum window_values[1] = {Int64GetDatum(*after)};
 	uint64 n = Exec(stmts::kRunningHolders, window_values, nullptr, SPI_OK_SELECT);
-	*after = n < static_cast<uint64>(queue::kRunningWindow) ? 0 : ColInt64(n - 1, 1);
+	*after = n < static_cast<uint64>(jobs::kRunningWindow) ? 0 : ColInt64(n - 1, 1);
 	int64 *ids = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
 	int32 *pids = static_cast<int32 *>(palloc(sizeof(int32) * (n + 1)));
 	Datum *started = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
@@ -341,10 +341,10 @@ FinishEdges(int64 *after)
 			AfterFinish(edges.ids[i], ParseStatus(edges.labels[i]), true, nullptr);
 }
 
-/* Unblock releases the BLOCKED jobs of the window after *after that have
+/* UnblockWindow releases the BLOCKED jobs of the window after *after that have
  * nothing left to wait for, and moves *after on. */
 int64
-Unblock(int64 *after)
+UnblockWindow(int64 *after)
 {
 	Datum window_values[1] = {Int64GetDatum(*after)};
 	IdList window = CopyIds(Exec(stmts::kStrandedBlocked, window_values, nullptr, SPI_OK_SELECT), true);
@@ -352,7 +352,7 @@ Unblock(int64 *after)
 	int64 unblocked = 0;
 	for (uint64 i = 0; i < window.count; i++)
 		if (window.labels[i] != nullptr)
-			unblocked += Release(window.ids[i]) ? 1 : 0;
+			unblocked += jobs::Unblock(window.ids[i]) ? 1 : 0;
 	return unblocked;
 }
 
@@ -434,7 +434,7 @@ RunLive()
 	bool windowed = LoadCursors(citus::ShardOf(), &at);
 	Interval stale_after{};
 	stale_after.time = static_cast<int64>(pqrun_stale_timeout) * USECS_PER_SEC;
-	counts.reaped = queue::ReapStale(&stale_after, windowed ? &at.stale_after : nullptr);
+	counts.reaped = jobs::ReapStale(&stale_after, windowed ? &at.stale_after : nullptr);
 	if (pqrun_orphan_rescue)
 		do
 			counts.orphaned += RescueOrphans(&at.orphan_after);
@@ -447,7 +447,7 @@ RunLive()
 		FinishEdges(&at.edges_after);
 	while (!windowed && at.edges_after != 0);
 	do
-		counts.unblocked += Unblock(&at.blocked_after);
+		counts.unblocked += UnblockWindow(&at.blocked_after);
 	while (!windowed && at.blocked_after != 0);
 	StoreCursors(citus::ShardOf(), at);
 	stats::Rescued(counts.reaped, counts.orphaned);
@@ -470,8 +470,8 @@ ReapStale(const Interval *default_stale_after)
 {
 	shmem::RoundCursors at;
 	if (!LoadCursors(citus::ShardOf(), &at))
-		return queue::ReapStale(default_stale_after);
-	int32 reaped = queue::ReapStale(default_stale_after, &at.stale_after);
+		return jobs::ReapStale(default_stale_after);
+	int32 reaped = jobs::ReapStale(default_stale_after, &at.stale_after);
 	StoreCursors(citus::ShardOf(), at);
 	stats::Rescued(reaped, 0);
 	return reaped;

@@ -110,7 +110,7 @@ bool
 Write(const Claims &claims, TimestampTz at, const char *worker, Oid namespace_id)
 {
 	Tables tables;
-	if (!OpenTables(namespace_id, RowExclusiveLock, &tables, false))
+	if (!GoDirect(namespace_id, RowExclusiveLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Columns columns = FindColumns(live);

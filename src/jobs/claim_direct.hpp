@@ -7,7 +7,7 @@
  * the update itself, so the common case updates the rows with the table
  * access method, as logical replication applies an update: the new version
  * is checked against job_live's constraints and given its index entries as
- * the executor would. Where direct_rows::OpenTables declines (what only
+ * the executor would. Where direct_rows::GoDirect declines (what only
  * the executor enforces: see there), nothing is written here and the SQL
  * path writes the claims.
  */

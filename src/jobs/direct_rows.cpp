@@ -11,7 +11,7 @@ namespace {
 
 bool preparing = false;
 
-/* The verdict on the tables themselves (Plain, HasColumnsOf) for the last
+/* The verdict on the tables themselves (BareHeap, HasColumnsOf) for the last
  * pair asked about, and on the last partition of job_done a finish wrote,
  * kept until a relcache invalidation of any of them: every change it
  * depends on (a column, its type, a trigger, a rule, row security, a
@@ -72,7 +72,7 @@ PartitionedByFinish(Relation rel)
 	       key->partsupfunc[0].fn_oid == F_TIMESTAMPTZ_CMP;
 }
 
-/* Plain answers whether `rel` is a heap table with nothing only the
+/* BareHeap answers whether `rel` is a heap table with nothing only the
  * executor honours: triggers (also foreign keys), rules, row security,
  * generated columns, publications, Citus (a Citus table is a shell whose
  * rows live in shards, pg/citus.hpp). `kind` says where it may stand in a
@@ -83,7 +83,7 @@ PartitionedByFinish(Relation rel)
 enum class Kind { kAlone, kDone, kDonePartition };
 
 bool
-Plain(Relation rel, Kind kind)
+BareHeap(Relation rel, Kind kind)
 {
 	bool shape = kind == Kind::kDone && PartitionedByFinish(rel)
 	                 ? true
@@ -127,7 +127,7 @@ FinishPartition(Relation done)
 }
 
 /* OpenFinishPartition replaces job_done in `tables` by the partition a
- * finish now writes to, open with `lockmode`, when Plain and
+ * finish now writes to, open with `lockmode`, when BareHeap and
  * HasColumnsOf allow it; answers false otherwise. */
 bool
 OpenFinishPartition(Tables *tables, LOCKMODE lockmode, Oid namespace_id)
@@ -142,7 +142,7 @@ OpenFinishPartition(Tables *tables, LOCKMODE lockmode, Oid namespace_id)
 	if (leaf_verdict.live == done_id && leaf_verdict.done == leaf_id)
 		return leaf_verdict.allowed;
 	uint64 seen = invalidations;
-	bool allowed = Plain(leaf, Kind::kDonePartition) && HasColumnsOf(leaf, job_row::kDone, JobStatusType(namespace_id));
+	bool allowed = BareHeap(leaf, Kind::kDonePartition) && HasColumnsOf(leaf, job_row::kDone, JobStatusType(namespace_id));
 	if (seen == invalidations)
 		leaf_verdict = Verdict{done_id, leaf_id, allowed};
 	return allowed;
@@ -173,7 +173,7 @@ Tables::Close()
 }
 
 bool
-OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
+GoDirect(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 {
 	*tables = Tables{};
 	if (IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode() || preparing ||
@@ -194,7 +194,7 @@ OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 			tables->done = table_open(done_id, lockmode);
 		uint64 seen = invalidations;
 		Oid job_status = JobStatusType(namespace_id);
-		allowed = OidIsValid(job_status) && Plain(tables->live, Kind::kAlone) && Plain(tables->done, Kind::kDone) &&
+		allowed = OidIsValid(job_status) && BareHeap(tables->live, Kind::kAlone) && BareHeap(tables->done, Kind::kDone) &&
 		          HasColumnsOf(tables->live, job_row::kLive, job_status) &&
 		          HasColumnsOf(tables->done, job_row::kDone, job_status);
 		if (seen == invalidations)

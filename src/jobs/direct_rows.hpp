@@ -23,7 +23,7 @@ struct Tables {
 	void Close();
 };
 
-/* OpenTables is the one place that decides whether a job operation may run
+/* GoDirect is the one place that decides whether a job operation may run
  * below the executor; every direct path (pick, claim, enqueue, finish) asks
  * it first and takes the SQL path when it answers false, with nothing left
  * open. It answers true, with job_live and job_done of schema
@@ -46,7 +46,7 @@ struct Tables {
  * paths enforce themselves, as COPY does. The verdict on the tables is kept
  * until a relcache invalidation of either; job_done is left closed unless
  * `with_done` (a pick, a claim or an enqueue writes job_live only). */
-bool OpenTables(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done);
+bool GoDirect(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done);
 
 /* OnRelcacheInvalidation forgets the verdict on the job tables when either
  * (or every relation: InvalidOid) is invalidated; the relcache callback,

@@ -11,7 +11,7 @@ namespace pqrun::enqueue_direct {
 namespace {
 
 using namespace direct_rows;
-using queue::EnqueueArgs;
+using jobs::EnqueueArgs;
 
 /* Where each column of job_row.hpp is in job_live (attribute number - 1;
  * -1: not there), and which attributes an enqueue sets. */
@@ -21,7 +21,7 @@ struct Layout {
 	Oid ready;
 };
 
-/* FindLayout finds the columns of job_live, which OpenTables found to be
+/* FindLayout finds the columns of job_live, which GoDirect found to be
  * job_row.hpp's by name and type. */
 void
 FindLayout(Relation live, Layout *layout)
@@ -55,12 +55,12 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 			values[i] = ExecEvalExprSwitchContext(defaults[i], econtext, &nulls[i]);
 	}
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	TimestampTz run_after = queue::RunAfter(args);
+	TimestampTz run_after = jobs::RunAfter(args);
 	for (int c = 0; c < job_row::kCount; c++) {
 		if (!job_row::kColumns[c].enqueued)
 			continue;
 		int i = layout.index[c];
-		auto arg = [&](queue::EnqueueArg a) {
+		auto arg = [&](jobs::EnqueueArg a) {
 			values[i] = args.value[a];
 			nulls[i] = args.isnull[a];
 		};
@@ -73,13 +73,13 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 			values[i] = BoolGetDatum(run_after > now);
 			break;
 		case job_row::kPriority:
-			arg(queue::kPriority);
+			arg(jobs::kPriority);
 			break;
 		case job_row::kMaxAttempts:
-			arg(queue::kMaxAttempts);
+			arg(jobs::kMaxAttempts);
 			break;
 		case job_row::kTimeoutSeconds:
-			arg(queue::kTimeoutSeconds);
+			arg(jobs::kTimeoutSeconds);
 			break;
 		case job_row::kRunAfter:
 			values[i] = TimestampTzGetDatum(run_after);
@@ -89,19 +89,19 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 			values[i] = TimestampTzGetDatum(now);
 			break;
 		case job_row::kQueue:
-			arg(queue::kQueue);
+			arg(jobs::kQueue);
 			break;
 		case job_row::kJobType:
-			arg(queue::kJobType);
+			arg(jobs::kJobType);
 			break;
 		case job_row::kPayload:
-			arg(queue::kPayload);
+			arg(jobs::kPayload);
 			break;
 		case job_row::kConcurrencyKey:
-			arg(queue::kConcurrencyKey);
+			arg(jobs::kConcurrencyKey);
 			break;
 		case job_row::kRateWeight:
-			arg(queue::kRateWeight);
+			arg(jobs::kRateWeight);
 			break;
 		case job_row::kDedupeKey: /* jobs with these take the SQL path */
 		case job_row::kFifoKey:
@@ -123,7 +123,7 @@ Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 	if (citus::InShards())
 		return false;
 	Tables tables;
-	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, false))
+	if (!GoDirect(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Layout layout;

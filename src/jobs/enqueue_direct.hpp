@@ -7,7 +7,7 @@
  * columns pqrun does not set get their defaults (kept compiled per backend,
  * expr_cache.hpp), the row is checked against job_live's constraints and
  * given its index entries as the executor would. Nothing is written here,
- * and the SQL path inserts, where direct_rows::OpenTables declines (what
+ * and the SQL path inserts, where direct_rows::GoDirect declines (what
  * only the executor enforces: see there) or a default calls more than
  * built-in functions.
  */
@@ -21,6 +21,6 @@ namespace pqrun::enqueue_direct {
  * fifo_key) into job_live in order, each READY, or delayed when its
  * run_after is later than now(), and stores their ids in `ids`. Answers
  * false, having written nothing, when the SQL path must. */
-bool Insert(const queue::EnqueueArgs *jobs, int count, int64 *ids);
+bool Insert(const jobs::EnqueueArgs *jobs, int count, int64 *ids);
 
 } // namespace pqrun::enqueue_direct

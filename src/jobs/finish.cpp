@@ -20,7 +20,7 @@
 
 #include <algorithm>
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 namespace stmts {
 
@@ -133,7 +133,7 @@ AdvanceFifo(const char *fifo_key)
 	LockFifoGroup(fifo_key);
 	Datum values[1] = {CStringGetTextDatum(fifo_key)};
 	if (Exec(stmts::kFifoHead, values, nullptr, SPI_OK_SELECT) > 0)
-		Release(ColInt64(0, 1));
+		Unblock(ColInt64(0, 1));
 }
 
 } // namespace
@@ -163,10 +163,10 @@ FinishLive(int64 job_id, JobStatus status, const char *outcome, const char *erro
 	return true;
 }
 
-/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
+/* Unblock makes BLOCKED job `job_id` READY if it has no pending dependency
  * and heads its FIFO group. Answers whether it did. */
 bool
-Release(int64 job_id)
+Unblock(int64 job_id)
 {
 	Datum values[1] = {Int64GetDatum(job_id)};
 	if (Exec(stmts::kBlockedFifoKey, values, nullptr, SPI_OK_SELECT) == 0)
@@ -195,7 +195,7 @@ AfterFinish(int64 job_id, JobStatus status, bool has_dependents, const char *fif
 		char *reason = done ? nullptr : psprintf("dependency %lld ended %s", (long long)job_id, StatusName(status));
 		for (uint64 i = 0; i < dependents.count; i++) {
 			if (done)
-				Release(dependents.ids[i]);
+				Unblock(dependents.ids[i]);
 			else
 				FinishLive(dependents.ids[i], JobStatus::kCancelled, "cancelled", reason);
 		}

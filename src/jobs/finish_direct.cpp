@@ -84,7 +84,7 @@ MakeLayout(Relation live, Relation done, Finish finish)
 		layout.source[i] = Finished::kKeep;
 		if (att->attisdropped)
 			continue;
-		/* OpenTables saw every column of job_done in job_row.hpp. */
+		/* GoDirect saw every column of job_done in job_row.hpp. */
 		int column = job_row::Find(NameStr(att->attname));
 		if (column < 0)
 			elog(ERROR, "pqrun: job_done has a column %s pqrun does not know", NameStr(att->attname));
@@ -366,7 +366,7 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 {
 	Oid namespace_id = deferred_claims::FinishableIn();
 	Tables tables;
-	if (!OidIsValid(namespace_id) || !OpenTables(namespace_id, RowExclusiveLock, &tables, true))
+	if (!OidIsValid(namespace_id) || !GoDirect(namespace_id, RowExclusiveLock, &tables, true))
 		return 0;
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	int count = taken.claims.count;
@@ -400,7 +400,7 @@ int
 FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const Ending &ending, Moved *out)
 {
 	Tables tables;
-	if (!OpenTables(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, true))
+	if (!GoDirect(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, true))
 		return -1;
 	/* This path reads below the executor hook that writes deferred claims
 	 * before a query looks at the queue: the jobs may be among them. */

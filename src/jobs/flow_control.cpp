@@ -202,14 +202,14 @@ bool ended_overflow = false;
 bool limited_look = false;
 bool skipped = false;
 bool held_back = false; /* a row of the look was passed over by Blocked or Reserve, not by the pick's filter */
-bool counted_applies = false; /* the last Prepare's look met a limit or rate limit */
-/* The keyed queues the last Prepare's look may claim from (LaneQueues). */
+bool counted_applies = false; /* the last PrepareLook's look met a limit or rate limit */
+/* The keyed queues the last PrepareLook's look may claim from (LaneQueues). */
 const char **lane_queues = nullptr;
 int nlane_queues = 0;
-TimestampTz next_token_at = 0; /* when the last Prepare's emptiest bucket has a token again, 0: none */
+TimestampTz next_token_at = 0; /* when the last PrepareLook's emptiest bucket has a token again, 0: none */
 
 /* What one look allocates (filters taken apart, the blocked lists, a
- * recount's ids): reset by the next Prepare, so that a long poll's many
+ * recount's ids): reset by the next PrepareLook, so that a long poll's many
  * looks do not pile it up. */
 MemoryContext look_context = nullptr;
 
@@ -1160,7 +1160,7 @@ EnsureCache()
 }
 
 bool
-Prepare(ArrayType *job_types, ArrayType *queues, int32 want)
+PrepareLook(ArrayType *job_types, ArrayType *queues, int32 want)
 {
 	limited_look = skipped = held_back = false;
 	next_token_at = 0;

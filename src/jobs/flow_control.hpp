@@ -54,13 +54,13 @@ constexpr int32 kMaxBurst = 1000000;
 /* The most tokens a job may take (enqueue's rate_weight). */
 constexpr int32 kMaxRateWeight = 1000000;
 
-/* Prepare readies this backend's controls for a look of a pickup (or
+/* PrepareLook readies this backend's controls for a look of a pickup (or
  * await_jobs) filtered by job_types and queues (nullptr: any) that may
  * claim `want` jobs: reloads them if they changed, loads the counts of the
  * limits the look may claim from, and refreshes those without room for
  * `want`. Answers whether any control of the database applies to it; when
  * not, Blocked and Reserve need not be called. SPI must be connected. */
-bool Prepare(ArrayType *job_types, ArrayType *queues, int32 want);
+bool PrepareLook(ArrayType *job_types, ArrayType *queues, int32 want);
 
 /* Blocked answers whether a job of (queue, job_type) may not be claimed now:
  * its queue is paused or one of its limits is full. A hint for skipping a
@@ -76,7 +76,7 @@ bool Blocked(Datum queue, Datum job_type);
  * taken by a transaction that rolls back are given back at once. */
 bool Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id, const pg_uuid_t *token);
 
-/* KeyBlocked answers, after Prepare, whether no job of concurrency key
+/* KeyBlocked answers, after PrepareLook, whether no job of concurrency key
  * `key` of `queue` may be claimed now: the queue is paused or full, the
  * key's own limit or rate limit is, or (without one of its own) the
  * queue's limit or rate limit per key is. A lane pick asks it before
@@ -86,21 +86,21 @@ bool Reserve(Datum queue, Datum job_type, Datum key, int32 weight, int64 job_id,
  * wake::ControlsGen). */
 bool KeyBlocked(Datum queue, Datum key, bool *by_limit = nullptr);
 
-/* QueueBlocked answers, after Prepare, whether no job of `queue` may be
+/* QueueBlocked answers, after PrepareLook, whether no job of `queue` may be
  * claimed now whatever its key or job type: it is paused, or its own limit
  * or rate limit is full. A lane pick asks it before walking the queue's
  * keys, so that a paused or full queue costs nothing however many keys it
  * has. */
 bool QueueBlocked(Datum queue);
 
-/* PausesOnly answers whether the controls the last Prepare found to apply
+/* PausesOnly answers whether the controls the last PrepareLook found to apply
  * are pauses only, which the pick's filter of blocked queues enforces
  * whole: no claim needs a place or a token, and the pick may claim in one
  * statement. */
 bool PausesOnly();
 
-/* LaneQueues sets *names to the keyed queues the last Prepare's look may
- * claim from, answering how many (valid until the next Prepare). Known
+/* LaneQueues sets *names to the keyed queues the last PrepareLook's look may
+ * claim from, answering how many (valid until the next PrepareLook). Known
  * without shared memory too: keyed jobs are picked from their lanes
  * whether or not anything is enforced. */
 int LaneQueues(const char *const **names);
@@ -112,14 +112,14 @@ int LaneQueues(const char *const **names);
  * update to 0.10.0. */
 void NoteKeyed(Datum queue);
 
-/* For the SQL picks (after Prepare): the queues no job may be claimed from,
+/* For the SQL picks (after PrepareLook): the queues no job may be claimed from,
  * the (queue, job_type) pairs no job may be claimed from as PairKey
  * encodes them, and every queue with a control. Empty arrays when none. */
 Datum BlockedQueues();
 Datum BlockedPairs();
 Datum ControlledQueues();
 
-/* Skipped answers whether, since the last Prepare, Blocked or Reserve
+/* Skipped answers whether, since the last PrepareLook, Blocked or Reserve
  * held a job back or BlockedQueues/BlockedPairs named one: the pickup then
  * passed over READY jobs and must not raise the pickup hint past them. */
 bool Skipped();
@@ -128,7 +128,7 @@ bool Skipped();
  * queues and pairs, which BlockedQueues and BlockedPairs make. */
 bool HeldBack();
 
-/* LimitedLook answers whether the last Prepare found a limit the look may
+/* LimitedLook answers whether the last PrepareLook found a limit the look may
  * claim from full: a waiter then looks again now and then, in case a place
  * was freed by a path that does not wake it. */
 bool LimitedLook();
@@ -137,7 +137,7 @@ bool LimitedLook();
 void NoteLimitedLook();
 int LimitedPollMs();
 
-/* NextTokenAt answers when the rate limit the last Prepare found empty
+/* NextTokenAt answers when the rate limit the last PrepareLook found empty
  * has a token again (the earliest, if several), 0 if none was: a waiter
  * sleeps until then. */
 TimestampTz NextTokenAt();

@@ -10,7 +10,7 @@
 #include "shmem/stats.hpp"
 #include "xact/wake.hpp"
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 namespace stmts {
 

@@ -26,7 +26,7 @@
 #include "xact/pickup_commit.hpp"
 #include "xact/wake.hpp"
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 namespace stmts {
 
@@ -233,10 +233,10 @@ extern "C" {
 static bool
 pqrun_claim_receive(TupleTableSlot *slot, DestReceiver *self)
 {
-	auto *receiver = reinterpret_cast<pqrun::queue::ClaimReceiver *>(self);
+	auto *receiver = reinterpret_cast<pqrun::jobs::ClaimReceiver *>(self);
 	pqrun::GuardedEntry([&]() {
 		slot_getallattrs(slot);
-		(void)pqrun::queue::ReceiveClaim(receiver, slot->tts_values, slot->tts_isnull);
+		(void)pqrun::jobs::ReceiveClaim(receiver, slot->tts_values, slot->tts_isnull);
 	});
 	return true;
 }
@@ -252,7 +252,7 @@ pqrun_claim_shutdown(DestReceiver *self)
 }
 }
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 namespace {
 
 /* SetBlocked fills the two arguments of a pick statement that name the
@@ -724,7 +724,7 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 	 * left out whole by the pick's filter of blocked queues. */
 	bool defer, gated;
 	auto gate = [&]() -> spi::Statement & {
-		gated = flow_control::Prepare(job_types, queues, batch_size);
+		gated = flow_control::PrepareLook(job_types, queues, batch_size);
 		SetBlocked(gated, &values[7], &nulls[7]);
 		/* Keyed jobs are claimed by locking picks only (pick_lanes.hpp). */
 		const char *const *lane_queues;
@@ -766,7 +766,7 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 		    Datum values[5] = {PointerGetDatum(job_types), PointerGetDatum(queues),
 		                       TimestampTzGetDatum(GetCurrentTimestamp()), Datum(0), Datum(0)};
 		    char nulls[6] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', 'n', 'n', '\0'};
-		    bool gated = flow_control::Prepare(job_types, queues, 1);
+		    bool gated = flow_control::PrepareLook(job_types, queues, 1);
 		    SetBlocked(gated, &values[3], &nulls[3]);
 		    /* A filtered look reads its own lanes only (pick_direct.hpp). */
 		    wake::PickKey start{INT64_MIN, INT64_MIN};

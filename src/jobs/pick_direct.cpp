@@ -618,7 +618,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 {
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Tables tables;
-	if (!OpenTables(namespace_id, RowShareLock, &tables, false))
+	if (!GoDirect(namespace_id, RowShareLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Layout layout;
@@ -668,7 +668,7 @@ AnyReady(const Request &request, bool *ready)
 		return false;
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Tables tables;
-	if (!OpenTables(namespace_id, AccessShareLock, &tables, false))
+	if (!GoDirect(namespace_id, AccessShareLock, &tables, false))
 		return false;
 	Relation live = tables.live;
 	Layout layout;
@@ -746,7 +746,7 @@ LaneScan::Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg,
 {
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	auto *st = static_cast<State *>(palloc0(sizeof(State)));
-	if (!OpenTables(namespace_id, RowShareLock, &st->tables, false))
+	if (!GoDirect(namespace_id, RowShareLock, &st->tables, false))
 		return false;
 	if (FindLayout(st->tables.live, out_desc, &st->layout))
 		st->index = OpenLaneIndex(namespace_id, st->tables.live, st->layout);

@@ -9,7 +9,7 @@
  * is passed over, a row updated since the scan's snapshot is locked in its
  * newest version, which is handed out only if it still qualifies.
  *
- * Where direct_rows::OpenTables declines (what only the executor enforces,
+ * Where direct_rows::GoDirect declines (what only the executor enforces,
  * REPEATABLE READ and above, where such an update is a serialization failure
  * and SERIALIZABLE takes predicate locks: see there) or job_live_pick is not
  * the index pqrun created, nothing is locked here and the SQL statement

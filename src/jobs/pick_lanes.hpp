@@ -26,7 +26,7 @@ namespace pqrun::pick_lanes {
 /* What a pickup asks of the lanes: up to `want` jobs of `job_types`
  * (nullptr: any), none of the (queue, job_type) pairs `blocked_pairs`
  * (flow_control::BlockedPairs, Datum(0): none), claimed at `at` by `worker`
- * (text); `gated` when flow controls apply (flow_control::Prepare). */
+ * (text); `gated` when flow controls apply (flow_control::PrepareLook). */
 struct Request {
 	Datum worker;
 	int32 want;
@@ -50,11 +50,11 @@ struct Receiver {
 	const int *claimed;
 };
 
-/* Pick locks the jobs of `request` (after flow_control::Prepare) and hands
+/* Pick locks the jobs of `request` (after flow_control::PrepareLook) and hands
  * them to `to`, answering how many were kept. */
 uint64 Pick(const Request &request, const Receiver &to);
 
-/* Ready answers whether a lane of the last Prepare's keyed queues holds a
+/* Ready answers whether a lane of the last PrepareLook's keyed queues holds a
  * READY job of `job_types` (nullptr: any) whose key has room (await_jobs). */
 bool Ready(ArrayType *job_types);
 

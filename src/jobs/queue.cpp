@@ -35,7 +35,7 @@
 
 #include <algorithm>
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 namespace stmts {
 

@@ -12,7 +12,7 @@
 
 #include "jobs/job_status.hpp"
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 /* Arguments of pqrun.enqueue, in its SQL argument order. */
 enum EnqueueArg {

@@ -9,7 +9,7 @@
 #include "jobs/job_status.hpp"
 #include "pg/spi_plans.hpp"
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 namespace stmts {
 /* Whether FIFO group $1 has an unfinished job (queue.cpp). */
@@ -72,9 +72,9 @@ TimestampTz LearnNextDue(TimestampTz seen);
  * deleted (rows of queue, job_type, status, count) and answers how many. */
 int64 NoteRemoved(uint64 n);
 
-/* Release makes BLOCKED job `job_id` READY if it has no pending dependency
+/* Unblock makes BLOCKED job `job_id` READY if it has no pending dependency
  * and heads its FIFO group; answers whether it did. */
-bool Release(int64 job_id);
+bool Unblock(int64 job_id);
 
 /* AfterFinish releases or cancels the dependents of a job that just
  * finished with `status` and lets the next job of its FIFO group run. */

@@ -21,7 +21,7 @@
 #include "shmem/stats.hpp"
 #include "xact/wake.hpp"
 
-namespace pqrun::queue {
+namespace pqrun::jobs {
 
 namespace stmts {
 

@@ -270,15 +270,15 @@ NextAfterFire(const DueRow &row, TimestampTz now)
 void
 Fire(const DueRow &row, TimestampTz next)
 {
-	queue::EnqueueArgs args;
-	queue::SetEnqueueDefaults(&args);
-	args.value[queue::kJobType] = row.job_type;
-	args.value[queue::kPayload] = row.payload;
-	args.value[queue::kPriority] = Int32GetDatum(row.priority);
-	args.value[queue::kQueue] = row.queue;
-	for (queue::EnqueueArg set : {queue::kJobType, queue::kPayload, queue::kPriority, queue::kQueue})
+	jobs::EnqueueArgs args;
+	jobs::SetEnqueueDefaults(&args);
+	args.value[jobs::kJobType] = row.job_type;
+	args.value[jobs::kPayload] = row.payload;
+	args.value[jobs::kPriority] = Int32GetDatum(row.priority);
+	args.value[jobs::kQueue] = row.queue;
+	for (jobs::EnqueueArg set : {jobs::kJobType, jobs::kPayload, jobs::kPriority, jobs::kQueue})
 		args.isnull[set] = false;
-	int64 job_id = queue::Enqueue(args, 0);
+	int64 job_id = jobs::Enqueue(args, 0);
 
 	Datum values[4] = {row.name, row.key, Int64GetDatum(job_id), TimestampTzGetDatum(next)};
 	if (Exec(stmts::kScheduleFired, values, nullptr, SPI_OK_UPDATE) != 1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/shell/direct_decision.sh — a job operation runs below the executor
 # only where it provably does what the SQL statement would
-# (direct_rows::OpenTables, the one place that decides); everywhere else the
+# (direct_rows::GoDirect, the one place that decides); everywhere else the
 # SQL path runs, enforces what the executor enforces and raises its
 # documented SQLSTATE. Each check below failed before that decision existed:
 #

@@ -6,7 +6,7 @@
 # finish_direct) lock and write rows below the executor, where no executor
 # hook sees them. A module that checks every statement's tables
 # (ExecutorCheckPerms_hook: pgaudit, sepgsql) sends them all through their
-# SQL statements instead (direct_rows::OpenTables).
+# SQL statements instead (direct_rows::GoDirect).
 #
 # Starts a throwaway cluster of its own (Unix socket only) with
 # shared_preload_libraries = 'pqrun,pgaudit', pgaudit.log = 'read, write'
