@@ -36,3 +36,9 @@ SELECT value - :stale_before AS counted FROM pqrun._shared_counters() WHERE metr
 SELECT e.label AS shared_table, e.value <= c.value AS within, c.value AS capacity
   FROM pqrun._shared_counters() e JOIN pqrun._shared_counters() c USING (label)
  WHERE e.metric = 'shared_memory_entries' AND c.metric = 'shared_memory_capacity' ORDER BY 1;
+
+-- Label values are quoted as the text format wants: backslash, double
+-- quote and line feed escaped, nothing else (a tab stays a tab).
+SELECT count(pqrun.enqueue('m', queue => E'odd\t"q"\\x\ny')) AS enqueued;
+SELECT replace(line, E'\t', '<tab>') AS line FROM regexp_split_to_table(pqrun.metrics(), E'\n') AS line
+ WHERE line LIKE 'pqrun_enqueued_last_5min{queue="odd%';

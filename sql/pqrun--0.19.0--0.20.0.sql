@@ -6,6 +6,16 @@
  */
 \echo Use "ALTER EXTENSION pqrun UPDATE TO '0.20.0'" to load this file. \quit
 
+/* A label value quoted as the Prometheus text format wants it: only
+ * backslash, double quote and line feed escaped (to_json's JSON escapes,
+ * \t or \u0001, are not the format's: promtool refuses the whole text). */
+CREATE FUNCTION pqrun._label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN '"' OPERATOR(pg_catalog.||)
+       pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+       OPERATOR(pg_catalog.||) '"';
+REVOKE ALL ON FUNCTION pqrun._label(text) FROM PUBLIC;
+
 /* What only shared memory knows: rescues and how full its tables are. */
 CREATE FUNCTION pqrun._shared_counters(OUT metric text, OUT label text, OUT value bigint)
 RETURNS SETOF record
@@ -25,7 +35,7 @@ AS $$
 	  '# HELP pqrun_jobs Jobs by queue, job type and status.',
 	  '# TYPE pqrun_jobs gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_jobs{queue=%s,job_type=%s,status="%s"} %s',
-	           pg_catalog.to_json(s.queue), pg_catalog.to_json(s.job_type), st.status, st.n), E'\n'
+	           pqrun._label(s.queue), pqrun._label(s.job_type), st.status, st.n), E'\n'
 	           ORDER BY s.queue, s.job_type, st.status)
 	     FROM qs s,
 	          LATERAL (VALUES ('BLOCKED', s.blocked), ('READY', s.ready), ('RUNNING', s.running),
@@ -33,13 +43,13 @@ AS $$
 	  '# HELP pqrun_oldest_ready_age_seconds Age of the oldest runnable job.',
 	  '# TYPE pqrun_oldest_ready_age_seconds gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_oldest_ready_age_seconds{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type),
+	           pqrun._label(queue), pqrun._label(job_type),
 	           COALESCE(pg_catalog.date_part('epoch', oldest_ready_age), 0)), E'\n' ORDER BY queue, job_type)
 	     FROM qs),
 	  '# HELP pqrun_done_last_5min Jobs finished DONE in the last five minutes.',
 	  '# TYPE pqrun_done_last_5min gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_done_last_5min{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), done_last_5min), E'\n' ORDER BY queue, job_type)
+	           pqrun._label(queue), pqrun._label(job_type), done_last_5min), E'\n' ORDER BY queue, job_type)
 	     FROM qs),
 	  '# HELP pqrun_horizon_xact_age Transaction age (in XIDs) of the backend holding back vacuum.',
 	  '# TYPE pqrun_horizon_xact_age gauge',
@@ -51,24 +61,24 @@ AS $$
 	  '# HELP pqrun_queue_paused Whether pickups skip the queue (pqrun.pause_queue).',
 	  '# TYPE pqrun_queue_paused gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_queue_paused{queue=%s} %s',
-	           pg_catalog.to_json(queue), CASE WHEN paused THEN 1 ELSE 0 END), E'\n' ORDER BY queue)
+	           pqrun._label(queue), CASE WHEN paused THEN 1 ELSE 0 END), E'\n' ORDER BY queue)
 	     FROM pqrun.queue_controls WHERE job_type IS NULL),
 	  '# HELP pqrun_concurrency_limit Most jobs RUNNING at once (pqrun.set_concurrency_limit; job_type "" for the queue).',
 	  '# TYPE pqrun_concurrency_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_concurrency_limit{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(job_type, '')), max_running), E'\n'
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), max_running), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
 	     FROM pqrun.queue_controls WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_concurrency_running Jobs RUNNING under a concurrency limit.',
 	  '# TYPE pqrun_concurrency_running gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_concurrency_running{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(job_type, '')), running), E'\n'
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), running), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
 	     FROM pqrun.queue_controls WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_key_limit Most jobs of one concurrency key RUNNING at once (pqrun.set_key_limit; concurrency_key "" for every key without its own).',
 	  '# TYPE pqrun_key_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_limit{queue=%s,concurrency_key=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(concurrency_key, '')),
+	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
 	           CASE WHEN concurrency_key IS NULL THEN max_running_per_key ELSE max_running END), E'\n'
 	           ORDER BY queue, concurrency_key NULLS FIRST)
 	     FROM pqrun.queue_controls
@@ -76,7 +86,7 @@ AS $$
 	  '# HELP pqrun_key_running Jobs RUNNING of the concurrency key (concurrency_key "": of the busiest key without a limit of its own).',
 	  '# TYPE pqrun_key_running gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_running{queue=%s,concurrency_key=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(concurrency_key, '')),
+	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
 	           CASE WHEN concurrency_key IS NULL THEN busiest_key_running ELSE running END), E'\n'
 	           ORDER BY queue, concurrency_key NULLS FIRST)
 	     FROM pqrun.queue_controls
@@ -84,19 +94,19 @@ AS $$
 	  '# HELP pqrun_rate_limit Most claims per second (pqrun.set_rate_limit; job_type "" for the queue).',
 	  '# TYPE pqrun_rate_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_limit{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(job_type, '')), rate), E'\n'
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), rate), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
 	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_rate_tokens Claims a rate limit allows at once now.',
 	  '# TYPE pqrun_rate_tokens gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_tokens{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(job_type, '')), tokens), E'\n'
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), tokens), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
 	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_key_rate_limit Most claims per second of one concurrency key (pqrun.set_key_rate_limit; concurrency_key "" for every key without its own).',
 	  '# TYPE pqrun_key_rate_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limit{queue=%s,concurrency_key=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(COALESCE(concurrency_key, '')),
+	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
 	           CASE WHEN concurrency_key IS NULL THEN rate_per_key ELSE rate END), E'\n'
 	           ORDER BY queue, concurrency_key NULLS FIRST)
 	     FROM pqrun.queue_controls
@@ -104,28 +114,28 @@ AS $$
 	  '# HELP pqrun_key_rate_tokens Claims a key''s own rate limit allows at once now.',
 	  '# TYPE pqrun_key_rate_tokens gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_tokens{queue=%s,concurrency_key=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(concurrency_key), tokens), E'\n'
+	           pqrun._label(queue), pqrun._label(concurrency_key), tokens), E'\n'
 	           ORDER BY queue, concurrency_key)
 	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL),
 	  '# HELP pqrun_key_rate_limited Keys of the queue without a token in their bucket now (pqrun.set_key_rate_limit).',
 	  '# TYPE pqrun_key_rate_limited gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limited{queue=%s} %s',
-	           pg_catalog.to_json(queue), rate_limited_keys), E'\n' ORDER BY queue)
+	           pqrun._label(queue), rate_limited_keys), E'\n' ORDER BY queue)
 	     FROM pqrun.queue_controls WHERE rate_per_key IS NOT NULL),
 	  '# HELP pqrun_enqueued_last_5min Jobs enqueued in the last five minutes.',
 	  '# TYPE pqrun_enqueued_last_5min gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_enqueued_last_5min{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), enqueued_last_5min), E'\n' ORDER BY queue, job_type)
+	           pqrun._label(queue), pqrun._label(job_type), enqueued_last_5min), E'\n' ORDER BY queue, job_type)
 	     FROM qs WHERE enqueued_last_5min IS NOT NULL),
 	  '# HELP pqrun_picked_last_5min Jobs claimed in the last five minutes.',
 	  '# TYPE pqrun_picked_last_5min gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_picked_last_5min{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), picked_last_5min), E'\n' ORDER BY queue, job_type)
+	           pqrun._label(queue), pqrun._label(job_type), picked_last_5min), E'\n' ORDER BY queue, job_type)
 	     FROM qs WHERE picked_last_5min IS NOT NULL),
 	  '# HELP pqrun_errors_last_5min Attempts that ended in an error in the last five minutes, retried or not.',
 	  '# TYPE pqrun_errors_last_5min gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_errors_last_5min{queue=%s,job_type=%s} %s',
-	           pg_catalog.to_json(queue), pg_catalog.to_json(job_type), errors_last_5min), E'\n' ORDER BY queue, job_type)
+	           pqrun._label(queue), pqrun._label(job_type), errors_last_5min), E'\n' ORDER BY queue, job_type)
 	     FROM qs WHERE errors_last_5min IS NOT NULL),
 	  '# HELP pqrun_rescued_total RUNNING jobs maintenance put back since the database''s worker slot was taken: stale (their stale window passed) or orphaned (their holder''s session ended).',
 	  '# TYPE pqrun_rescued_total counter',
@@ -153,7 +163,7 @@ BEGIN
 	END IF;
 	/* Functions in a view run with the privileges of whoever reads it. */
 	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
-	               ' pqrun._key_buckets(), pqrun._shared_counters() TO %s', role);
+	               ' pqrun._key_buckets(), pqrun._shared_counters(), pqrun._label(text) TO %s', role);
 END $$;
 
 /* metrics() runs as its caller: whoever may call it gets what it now reads. */
@@ -168,7 +178,7 @@ BEGIN
 	            AND a.grantee OPERATOR(pg_catalog.<>) 0
 	            AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
 	LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION pqrun._shared_counters() TO %s', r);
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION pqrun._shared_counters(), pqrun._label(text) TO %s', r);
 	END LOOP;
 END $$;
 

@@ -97,12 +97,12 @@ SELECT is(pg_temp.internal(r), '{}'::text[], format('%s may call no internal pqr
 -- Functions in a view run with the privileges of the view's user, so a
 -- monitor needs the counters behind pqrun.queue_stats and
 -- pqrun.queue_controls, and nothing else.
-SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_key_buckets', '_queue_counters', '_shared_counters']::text[],
+SELECT is(pg_temp.internal('tap_monitor'), ARRAY['_flow_counters', '_key_buckets', '_label', '_queue_counters', '_shared_counters']::text[],
 	'a monitor may call only the counters behind queue_stats, queue_controls and metrics()');
 -- The bulk actions run as their caller (they commit, so cannot be SECURITY
 -- DEFINER): an operator needs the two helpers they call.
 SELECT is(pg_temp.internal('tap_operator'),
-	ARRAY['_check_bulk', '_flow_counters', '_jobs_matching', '_key_buckets', '_queue_counters', '_shared_counters']::text[],
+	ARRAY['_check_bulk', '_flow_counters', '_jobs_matching', '_key_buckets', '_label', '_queue_counters', '_shared_counters']::text[],
 	'an operator may call a monitor''s counters and the bulk actions'' helpers');
 
 -- ---- calling the API as each role ---------------------------------------------------
