@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# test/shell/python_worker.sh — the Python worker of examples/python against
-# the test cluster (PGHOST/PGPORT/PGUSER exported, pqrun preloaded): jobs of
-# each kind are enqueued, the CLI worker runs them with 3 slots, and the
-# outcomes are checked in pqrun.jobs and pqrun.job_attempts: results of
-# successful jobs, retries with tracebacks, terminal failures, a handler
+# test/shell/python_worker.sh — the example worker of examples/python (its
+# handlers on the Python client of clients/python, imported from the source
+# tree) against the test cluster (PGHOST/PGPORT/PGUSER exported, pqrun
+# preloaded): jobs of each kind are enqueued, the worker runs them with 3
+# slots, and the outcomes are checked in pqrun.jobs and pqrun.job_attempts:
+# results of successful jobs, retries with tracebacks, terminal failures,
+# typed args (a payload that does not fit its dataclass FAILED at once), a handler
 # chain that commits (or rolls back) with its job, heartbeats that keep a job
 # longer than its timeout alive; with heartbeats that wait 30 s, a cancel that
 # reaches its running handler at once, progress reports stored while the job
@@ -30,6 +32,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 
 source "$repo/test/lib/python.sh"
 find_psycopg_python || exit 1
+# The client from the source tree (test/packages/python_client.sh tests its wheel).
+export PYTHONPATH=$repo/clients/python/src${PYTHONPATH:+:$PYTHONPATH}
 echo "-- python: $py, psycopg $("$py" -c 'import psycopg; print(psycopg.__version__)')"
 
 db=pqrun_python_worker
@@ -111,13 +115,15 @@ q "SELECT pqrun.enqueue('greet', '{\"label\": \"greet-ada\", \"name\": \"ada\"}'
           pqrun.enqueue('validate', jsonb_build_object('label', 'terminal-huge', 'email', repeat('x', 20000))),
           pqrun.enqueue('summarize', '{\"label\": \"chain\", \"conversation_id\": 1}'),
           pqrun.enqueue('summarize', '{\"label\": \"chain-fails\", \"conversation_id\": 2, \"fail\": true}', max_attempts => 1),
-          pqrun.enqueue('slow', '{\"label\": \"slow-heartbeats\", \"seconds\": 4}', timeout_seconds => 2)" >/dev/null || exit 1
+          pqrun.enqueue('slow', '{\"label\": \"slow-heartbeats\", \"seconds\": 4}', timeout_seconds => 2),
+          pqrun.enqueue('welcome', '{\"user_id\": 7, \"lang\": \"fr\"}'),
+          pqrun.enqueue('welcome', '{\"user_id\": \"seven\"}')" >/dev/null || exit 1
 
 echo "-- start the worker: 3 slots, heartbeats every 0.5 s, grace period 3 s"
 cd "$repo/examples/python" || exit 1
 start=$SECONDS
 export PYTHONDONTWRITEBYTECODE=1
-"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 3 --queues default \
+"$py" worker.py --dsn "dbname=$db" --concurrency 3 --queues default \
 	--heartbeat-interval 0.5 --grace-period 3 --log-level DEBUG >"$log" 2>&1 &
 worker=$!
 cd - >/dev/null
@@ -157,6 +163,15 @@ check "TerminalError: FAILED after 1 of 5 attempts" \
 check "a 20,000-character traceback is cut to its last 10,000 characters" \
 	"SELECT length(last_error) || ' ' || (last_error LIKE '...%xxx''' || chr(10)) FROM pqrun.jobs WHERE id = $(job terminal-huge)" "10000 true"
 
+echo "-- typed args: the payload is checked against the handler's dataclass"
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'welcome' AND status IN ('DONE', 'FAILED')" 2 5 ||
+	fail "the welcome jobs did not end"
+check "a payload that fits: DONE, with the args the handler got" \
+	"SELECT status || ' ' || (result->>'text') FROM pqrun.jobs WHERE job_type = 'welcome' AND payload->>'user_id' = '7'" "DONE bienvenue"
+check "one that does not: FAILED on its first attempt, saying where and why" \
+	"SELECT status || ' ' || attempts || ' ' || (last_error LIKE '%InvalidArgs: invalid args for job type ''welcome'' (Welcome): user_id: expected integer, got string ''seven''%')
+	   FROM pqrun.jobs WHERE job_type = 'welcome' AND payload->>'user_id' = 'seven'" "FAILED 1 true"
+
 echo "-- the handler chain: the follow-up commits with its job, or not at all"
 check "summarize is DONE and names its follow-up" \
 	"SELECT status || ' ' || ((result->>'embed_job')::bigint = e.id) FROM pqrun.jobs s,
@@ -181,7 +196,7 @@ echo "-- a job claimed by a long-poll pickup that had already waited 4 s"
 # idle inside pickup(wait => '10 s') since it started; the job comes 4 s
 # into that wait, with a timeout (2 s) shorter than the wait so far.
 cd "$repo/examples/python" || exit 1
-"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --queues probe --poll-wait 10 \
+"$py" worker.py --dsn "dbname=$db" --queues probe --poll-wait 10 \
 	--heartbeat-interval 0.5 --grace-period 1 --log-level DEBUG >"$work/probe.log" 2>&1 &
 probe=$!
 cd - >/dev/null
@@ -201,7 +216,7 @@ echo "-- cancel, progress and snooze, with heartbeats that wait 30 s in the serv
 # cancel or a progress report reaches the server in time only because a
 # cancel ends a waiting heartbeat at once and a report cuts its wait short.
 cd "$repo/examples/python" || exit 1
-"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 2 --queues features \
+"$py" worker.py --dsn "dbname=$db" --concurrency 2 --queues features \
 	--heartbeat-interval 30 --grace-period 1 --log-level DEBUG >"$work/features.log" 2>&1 &
 features=$!
 cd - >/dev/null
@@ -290,7 +305,7 @@ echo "-- SIGKILL mid-job: the dead worker's jobs come back within a round (its c
 # the jobs' stale window is an hour. With --hold lease, they wait for it.
 for hold in session lease; do
 	cd "$repo/examples/python" || exit 1
-	"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 2 --queues "killed-$hold" \
+	"$py" worker.py --dsn "dbname=$db" --concurrency 2 --queues "killed-$hold" \
 		--hold "$hold" --heartbeat-interval 0.5 --log-level INFO >"$work/killed-$hold.log" 2>&1 &
 	victim=$!
 	cd - >/dev/null
@@ -328,7 +343,7 @@ echo "-- one waiting pickup per worker: its poller claims for the free slots, in
 # again for all of them); a slot takes its next job with the mark_done of
 # the last. Heartbeats start a second into a job (--heartbeat-interval 30).
 cd "$repo/examples/python" || exit 1
-PGAPPNAME=pqrun-burst "$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 4 \
+PGAPPNAME=pqrun-burst "$py" worker.py --dsn "dbname=$db" --concurrency 4 \
 	--queues burst --worker-id burst --poll-wait 2 --heartbeat-interval 30 --grace-period 1 --log-level DEBUG \
 	>"$work/burst.log" 2>&1 &
 burst=$!
@@ -421,7 +436,7 @@ echo "-- exactly once: 3 worker processes x 2 slots drain 4 waves of 100 jobs, l
 drainers=()
 cd "$repo/examples/python" || exit 1
 for i in 1 2 3; do
-	"$py" -m pqrun_worker --dsn "dbname=$db" --module example_handlers --concurrency 2 --queues drain \
+	"$py" worker.py --dsn "dbname=$db" --concurrency 2 --queues drain \
 		--poll-wait 2 --grace-period 3 --log-level INFO >"$work/drain$i.log" 2>&1 &
 	drainers+=($!)
 done

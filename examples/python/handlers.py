@@ -1,10 +1,11 @@
-"""Example handlers for pqrun_worker.
+"""Example handlers for the pqrun client (clients/python).
 
-    cd examples/python
-    python3 -m pqrun_worker --dsn "dbname=app" --module example_handlers --concurrency 4
+    PYTHONPATH=../../clients/python/src python3 worker.py --dsn "dbname=app" --concurrency 4
 
 greet      success: returns a result, stored in jobs.result
-shout      the same as an async handler (the design's handler signature)
+shout      the same as an async handler
+welcome    typed args: the payload is checked against a dataclass before the handler
+           runs; one that does not fit fails at once (InvalidArgs), no retries
 flaky      fails with a retryable error on its first `fail_times` attempts, then succeeds;
            with `retry_after` it asks for that delay instead of the backoff schedule
 validate   a terminal failure for a bad payload: FAILED at once, no retries
@@ -19,9 +20,11 @@ embed      the follow-up of summarize
 """
 
 import asyncio
+import dataclasses
 import hashlib
+from typing import Literal
 
-from pqrun_worker import JobContext, Registry, RetryLater, Snooze, TerminalError
+from pqrun import JobContext, Registry, RetryLater, Snooze, TerminalError
 
 registry = Registry()
 
@@ -35,6 +38,17 @@ def greet(ctx: JobContext) -> dict:
 async def shout(ctx: JobContext) -> dict:
     await asyncio.sleep(0.01)
     return {"text": str(ctx.payload.get("text", "")).upper()}
+
+
+@dataclasses.dataclass
+class Welcome:
+    user_id: int
+    lang: Literal["en", "fr"] = "en"
+
+
+@registry.handler("welcome", args=Welcome)
+def welcome(ctx: JobContext[Welcome]) -> dict:
+    return {"user_id": ctx.args.user_id, "text": {"en": "welcome", "fr": "bienvenue"}[ctx.args.lang]}
 
 
 @registry.handler("flaky")
