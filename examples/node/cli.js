@@ -1,15 +1,16 @@
 #!/usr/bin/env node
-'use strict';
 // node cli.js --handlers ./handlers.js [--concurrency 3] [--queues a,b] [--wait '5 s']
 //             [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--hold session|lease] [--verbose]
 //
+// Runs a pqrun Worker (the pqrun client) with the handlers a module exports.
 // Connects with the usual PG* environment variables (PGHOST, PGPORT, PGUSER,
 // PGDATABASE, PGPASSWORD). SIGTERM or SIGINT: graceful shutdown, exit 0; a
 // second signal ends the grace period at once.
 
-const path = require('node:path');
-const { parseArgs } = require('node:util');
-const { Worker } = require('./worker');
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Worker } from 'pqrun';
 
 const usage = `usage: node cli.js --handlers FILE [--concurrency N] [--queues q1,q2] [--wait INTERVAL]
                    [--heartbeat-ms N] [--grace-ms N] [--worker-id ID] [--hold session|lease] [--verbose]`;
@@ -48,8 +49,14 @@ const int = (name) => {
   return n;
 };
 
+// The handlers module: an ES module's exports (or its default export), or
+// a CommonJS module's module.exports; { job_type: handler } either way,
+// a handler being a function or { handler, validate }.
+const loaded = await import(pathToFileURL(path.resolve(values.handlers)).href);
+const handlers = loaded.default && typeof loaded.default === 'object' ? loaded.default : loaded;
+
 const worker = new Worker({
-  handlers: require(path.resolve(values.handlers)),
+  handlers,
   concurrency: Math.max(1, int('concurrency')),
   queues: values.queues ? values.queues.split(',') : null,
   wait: values.wait,
@@ -60,12 +67,6 @@ const worker = new Worker({
   verbose: values.verbose,
 });
 
-let signals = 0;
-const shutdown = (signal) => {
-  signals += 1;
-  worker.stop(signals > 1 ? { graceMs: 0 } : undefined).then(() => process.exit(0));
-};
-process.on('SIGTERM', shutdown);
-process.on('SIGINT', shutdown);
-
-worker.start();
+worker.start().stopOnSignals(['SIGTERM', 'SIGINT']);
+await worker.stopped;
+process.exit(0);

@@ -1,12 +1,13 @@
-'use strict';
 // Example handlers: one per job_type. A handler gets the job row (id,
 // payload, attempts, timeout_seconds, ...) and a context, and returns the
-// job's result (any JSON value) or throws.
+// job's result (any JSON value) or throws. An entry may also be
+// { handler, validate }: the worker fails a job whose payload validate
+// refuses, without running the handler.
 
-const { setTimeout: sleep } = require('node:timers/promises');
-const { TerminalError, Snooze } = require('./worker');
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TerminalError } from 'pqrun';
 
-module.exports = {
+export default {
   // Success: the returned value is stored as the job's result.
   async greet(job) {
     return { greeting: `hello ${job.payload.name ?? 'world'}` };
@@ -51,8 +52,8 @@ module.exports = {
 
   // Snooze: puts itself back for `seconds` the first time it runs, then
   // succeeds: DONE with attempts 1 and snoozes 1.
-  async nap(job) {
-    if (job.snoozes === 0) throw new Snooze(job.payload.seconds ?? 1);
+  async nap(job, ctx) {
+    if (job.snoozes === 0) ctx.snooze(job.payload.seconds ?? 1); // throws
     return { snoozes: job.snoozes };
   },
 
@@ -68,5 +69,16 @@ module.exports = {
 
   async embed(job) {
     return { source_job: job.payload.source_job, dimensions: job.payload.summary.length };
+  },
+
+  // Validation: a payload without a string `to` fails at once (FAILED
+  // after one attempt, "invalid payload for notify: ..." in last_error).
+  notify: {
+    validate(payload) {
+      if (typeof payload?.to !== 'string') throw new Error('"to" must be a string');
+    },
+    async handler(job) {
+      return { notified: job.payload.to };
+    },
   },
 };

@@ -1,40 +1,43 @@
 #!/usr/bin/env bash
-# test/shell/node_worker.sh — the Node.js example worker (examples/node) on the
-# real test cluster.
+# test/shell/node_worker.sh — the Node.js example worker (examples/node: its
+# CLI and handlers on the Worker of the client in clients/node) on the real
+# test cluster.
 #
 # Runs against an already running server with pqrun preloaded (test/run.sh
 # exports PGHOST, PGPORT and PGUSER), in a database of its own that it creates
 # and drops, with pqrun.backoff = '1s' so that retries come back quickly.
 # Needs node (18 or later) and npm; installs the example's locked
-# dependencies with `npm ci` when examples/node/node_modules is missing.
+# dependencies with `npm ci` when examples/node/node_modules is missing or
+# its copy of the client (`.npmrc`: install-links) is not clients/node's.
 #
 # Enqueues one job of each kind, runs `node cli.js --concurrency 3` in the
 # background and checks: results of successful jobs, a job failing twice then
 # succeeding (DONE, attempts 3, two 'retry' attempts), a retryable failure out
 # of attempts (FAILED), a terminal error (FAILED at once, stack in
-# last_error), a chain (the follow-up enqueued in the transaction that marks
-# the job done runs; a chain cancelled while it runs leaves no follow-up), a
-# slow job (timeout_seconds => 2, runs 4 s, heartbeats every 0.5 s) that is
-# not reaped. With heartbeats that wait 900 s (timeout_seconds => 3600): a
-# cancel reaches the running handler within 2 s and the worker goes on,
-# progress reports are stored while the job runs and kept after it, a
-# handler snoozes once (DONE, attempts 1, snoozes 1). Then SIGTERM: a short
-# in-flight job finishes within the grace period, two long ones are given
-# back with pqrun.release (READY, attempts 0, no attempt in the history,
-# progress kept), the waiting pickup is cancelled and the process exits 0
-# within the grace period plus 2 s. A worker killed with SIGKILL has its jobs
-# back within a round (the heartbeats moved their hold to the heartbeat
-# connection), or, with --hold lease, at their stale window. A worker with 4
-# slots has one poller: idle, exactly one of its connections waits in a
-# pickup; a burst of 12 jobs is claimed by one pickup of 4 and then one by
-# one with the mark_done of the job before, each job DONE after one attempt;
-# with two slots busy the pickup asks for 2; the poller's session holds the
-# jobs it claimed until a heartbeat renews them, and a SIGKILL while it
-# holds them (and waits in a pickup) gives them back within a round. Then
+# last_error), a payload its validate function refuses (FAILED at once, the
+# handler not run) beside one it accepts, a chain (the follow-up enqueued in
+# the transaction that marks the job done runs; a chain cancelled while it
+# runs leaves no follow-up), a slow job (timeout_seconds => 2, runs 4 s,
+# heartbeats every 0.5 s) that is not reaped. With heartbeats that wait 900 s
+# (timeout_seconds => 3600): a cancel reaches the running handler within 2 s
+# and the worker goes on, progress reports are stored while the job runs and
+# kept after it, a handler snoozes once (DONE, attempts 1, snoozes 1). Then
+# SIGTERM: a short in-flight job finishes within the grace period, two long
+# ones are given back with pqrun.release (READY, attempts 0, no attempt in the
+# history, progress kept), the waiting pickup is cancelled and the process
+# exits 0 within the grace period plus 2 s. A worker killed with SIGKILL has
+# its jobs back within a round (the heartbeats moved their hold to the
+# heartbeat connection), or, with --hold lease, at their stale window. A
+# worker with 4 slots has one poller: idle, exactly one of its connections
+# waits in a pickup; a burst of 12 jobs is claimed by one pickup of 4 and then
+# one by one with the mark_done of the job before, each job DONE after one
+# attempt; with two slots busy the pickup asks for 2; the poller's session
+# holds the jobs it claimed until a heartbeat renews them, and a SIGKILL while
+# it holds them (and waits in a pickup) gives them back within a round. Then
 # three worker processes drain 400 jobs in waves, long-polling between them
-# (idle, 3 waiting pickups for their 6 slots): each job DONE after exactly
-# one attempt, most claimed by the mark_done_and_pickup of the job before
-# them. Bounded: about 45 s, every wait has a limit.
+# (idle, 3 waiting pickups for their 6 slots): each job DONE after exactly one
+# attempt, most claimed by the mark_done_and_pickup of the job before them.
+# Bounded: about 45 s, every wait has a limit.
 # test/run.sh: beside the others
 set -uo pipefail
 
@@ -70,12 +73,15 @@ echo "== setup"
 command -v node >/dev/null || die "node is not installed (Debian: apt-get install nodejs npm)"
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 18 ] || die "node $(node --version) is too old, the example needs 18 or later"
-if [ ! -d "$example/node_modules/pg" ]; then
+client=$repo/clients/node
+installed=$example/node_modules/pqrun
+if [ ! -d "$example/node_modules/pg" ] || ! cmp -s "$client/package.json" "$installed/package.json" ||
+	! diff -rq "$client/src" "$installed/src" >/dev/null 2>&1; then
 	command -v npm >/dev/null || die "npm is not installed (Debian: apt-get install npm)"
-	echo "     npm ci in examples/node"
+	echo "     npm ci in examples/node (the client from clients/node)"
 	(cd "$example" && npm ci --no-audit --no-fund) >"$tmp/npm.log" 2>&1 || { cat "$tmp/npm.log"; die "npm ci failed"; }
 fi
-echo "     node $(node --version), pg $(node -p "require('$example/node_modules/pg/package.json').version")"
+echo "     node $(node --version), pqrun $(node -p "require('$installed/package.json').version"), pg $(node -p "require('$example/node_modules/pg/package.json').version")"
 createdb "$db" || die "createdb $db"
 q -c "CREATE EXTENSION pqrun" -c "ALTER DATABASE $db SET pqrun.backoff = '1s'" >/dev/null || die "setup of $db"
 
@@ -88,7 +94,9 @@ poison=$(enqueue "'poison', '{\"bad\": true}'")
 slow=$(enqueue "'slow', '{\"seconds\": 4}', timeout_seconds => 2")
 chain=$(enqueue "'summarize', '{\"text\": \"pqrun keeps the job queue inside PostgreSQL itself\"}'")
 fenced=$(enqueue "'summarize', '{\"text\": \"never embedded\", \"delay_ms\": 3000}'")
-echo "     greet=$greet flaky=$flaky exhausted=$exhausted poison=$poison slow=$slow chain=$chain fenced=$fenced"
+valid=$(enqueue "'notify', '{\"to\": \"ada\"}'")
+invalid=$(enqueue "'notify', '{\"to\": 42}'")
+echo "     greet=$greet flaky=$flaky exhausted=$exhausted poison=$poison slow=$slow chain=$chain fenced=$fenced valid=$valid invalid=$invalid"
 
 echo "== run the worker: node cli.js --handlers ./handlers.js --concurrency 3"
 # --wait '10 s': a pickup that the shutdown failed to cancel would hold the
@@ -109,7 +117,7 @@ reaper_pid=$!
 wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = $fenced" || die "job $fenced never ran"
 q -c "SELECT pqrun.cancel($fenced, 'cancelled while running')" >/dev/null
 
-wait_for 45 0 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($greet, $flaky, $exhausted, $poison, $slow, $chain)
+wait_for 45 0 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($greet, $flaky, $exhausted, $poison, $slow, $chain, $valid, $invalid)
 	AND status NOT IN ('DONE', 'FAILED')" || die "the jobs did not finish"
 wait_for 10 DONE "SELECT status FROM pqrun.jobs WHERE job_type = 'embed' AND payload->>'source_job' = '$chain'" ||
 	die "the follow-up of job $chain did not finish"
@@ -134,6 +142,12 @@ check "terminal error: FAILED after 1 attempt" 'FAILED|1' \
 	"SELECT status || '|' || attempts FROM pqrun.jobs WHERE id = $poison"
 check "terminal error: last_error is the stack" t \
 	"SELECT last_error LIKE E'TerminalError: cannot process payload%\n    at poison (%handlers.js:%' FROM pqrun.jobs WHERE id = $poison"
+check "validation: an accepted payload runs" 'DONE|ada' \
+	"SELECT status || '|' || (result->>'notified') FROM pqrun.jobs WHERE id = $valid"
+check "validation: a refused payload FAILED at once, the handler not run" 'FAILED|1|true|true' \
+	"SELECT status || '|' || attempts || '|' || (result IS NULL) || '|' ||
+	        (last_error LIKE 'TerminalError: invalid payload for notify: \"to\" must be a string%')
+	   FROM pqrun.jobs WHERE id = $invalid"
 check "chain: DONE with its result" 'DONE|pqrun keeps the job queue' \
 	"SELECT status || '|' || (result->>'summary') FROM pqrun.jobs WHERE id = $chain"
 check "chain: one follow-up, DONE, with the result of the embed handler" "1|DONE|$chain" \

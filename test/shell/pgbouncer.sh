@@ -7,8 +7,9 @@
 # a free loopback port with default_pool_size = 2, three entries for the
 # database (transaction, statement and session pooling) and stops it on exit.
 # Needs the pgbouncer package, and node + npm for the drain (it runs the
-# example worker from examples/node, installing its locked dependencies with
-# `npm ci` when they are missing).
+# example worker from examples/node, on the client in clients/node,
+# installing its locked dependencies with `npm ci` when they are missing
+# or its copy of the client is not clients/node's).
 #
 # Transaction pooling, the mode most production setups use:
 #  - 8 worker connections (the Node worker, --concurrency 8, long-poll
@@ -96,7 +97,8 @@ echo "== setup"
 pgbouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 [ -x "$pgbouncer" ] || die "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
 command -v node >/dev/null || die "node is not installed (Debian: apt-get install nodejs npm)"
-if [ ! -d "$example/node_modules/pg" ]; then
+if [ ! -d "$example/node_modules/pg" ] || ! cmp -s "$repo/clients/node/package.json" "$example/node_modules/pqrun/package.json" ||
+	! diff -rq "$repo/clients/node/src" "$example/node_modules/pqrun/src" >/dev/null 2>&1; then
 	command -v npm >/dev/null || die "npm is not installed (Debian: apt-get install npm)"
 	(cd "$example" && npm ci --no-audit --no-fund) >"$tmp/npm.log" 2>&1 || { cat "$tmp/npm.log"; die "npm ci failed"; }
 fi

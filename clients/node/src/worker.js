@@ -1,10 +1,8 @@
-'use strict';
-// A pqrun worker for Node.js on the pg package.
+// The pqrun worker on the pg package.
 //
-//   const { Worker, TerminalError } = require('./worker');
+//   import { Worker, TerminalError } from 'pqrun';
 //   const worker = new Worker({ handlers: { send_email: async (job, ctx) => ({ sent: true }) }, concurrency: 3 });
-//   worker.start();
-//   process.on('SIGTERM', () => worker.stop().then(() => process.exit(0)));
+//   worker.start().stopOnSignals();
 //
 // A worker has `concurrency` slots, each running one job at a time on a
 // pg.Client of its own, and one poller, with a pg.Client of its own too,
@@ -25,13 +23,15 @@
 // and a waiting heartbeat answers it the moment an operator cancels the
 // job, so that the handler hears of it through ctx.signal at once.
 
-const net = require('node:net');
-const os = require('node:os');
-const pg = require('pg');
+import os from 'node:os';
+import pg from 'pg';
+import { cancelRequest } from './cancel-request.js';
+import { CANCELLED_DETAIL, Snooze, TerminalError, interval, mapError } from './errors.js';
+import { stderrLog } from './log.js';
+import { enqueue, namedArgs } from './producer.js';
 
 const MAX_ERROR_CHARS = 10000; // what pqrun keeps of last_error
 const LEASE_LOST = new Set(['55000', 'P0002']); // not RUNNING / lease mismatch, unknown job
-const CANCELLED_DETAIL = 'Its status is CANCELLED.'; // pqrun's detail of 55000 for a cancelled job
 const QUERY_CANCELED = '57014';
 const PROGRESS_EVERY_MS = 1000; // at most one progress write per job this often
 const GRACE_OVER = Symbol('grace over');
@@ -44,38 +44,13 @@ const MARK_DONE = 'SELECT pqrun.mark_done($1, $2::jsonb, $3)';
 const MARK_DONE_AND_PICKUP =
   'SELECT * FROM pqrun.mark_done_and_pickup($1, ARRAY[$2::bigint], ARRAY[$3::uuid], ARRAY[$4::jsonb], $5, $6, 1)';
 const MARK_ERROR = 'SELECT pqrun.mark_error($1, $2, $3, $4, $5::interval) AS status';
-const ENQUEUE = 'SELECT id FROM pqrun.enqueue_batch($1::jsonb) AS id';
 
-// A handler throws TerminalError for an error that retrying cannot fix: the
-// job goes to FAILED at once. Any other error is retried after pqrun's
-// backoff for the attempt, or after `retryAfter` (seconds or an interval
-// such as '30 s') when the error has one, as RetryLater does.
-class TerminalError extends Error {
-  constructor(message, options) {
-    super(message, options);
-    this.name = 'TerminalError';
-  }
-}
-
-class RetryLater extends Error {
-  constructor(message, { after, ...options } = {}) {
-    super(message, options);
-    this.name = 'RetryLater';
-    this.retryAfter = typeof after === 'number' ? `${after} s` : after;
-  }
-}
-
-// A handler throws Snooze to put its job back for a while (pqrun.snooze):
-// READY again after `after` (seconds or an interval such as '5 min'), the
-// attempt not used up, jobs.snoozes one more. For "not yet" (a resource is
-// busy, an upstream is not ready) rather than for errors.
-class Snooze extends Error {
-  constructor(after, options) {
-    const delay = typeof after === 'number' ? `${after} s` : after;
-    super(`snoozed for ${delay}`, options);
-    this.name = 'Snooze';
-    this.delay = delay;
-  }
+// An error's retryAfter as an interval (a number is seconds), or null for
+// pqrun's backoff.
+function retryAfter(err) {
+  const after = err?.retryAfter;
+  if (typeof after === 'number' && Number.isFinite(after)) return `${after} s`;
+  return typeof after === 'string' ? after : null;
 }
 
 function errorText(err) {
@@ -83,43 +58,39 @@ function errorText(err) {
   return text.length > MAX_ERROR_CHARS ? text.slice(0, MAX_ERROR_CHARS) : text;
 }
 
-function defaultLog(level, message, fields = {}) {
-  const kv = Object.entries(fields)
-    .map(([k, v]) => `${k}=${typeof v === 'string' && !/\s/.test(v) ? v : JSON.stringify(v)}`)
-    .join(' ');
-  process.stderr.write(`${new Date().toISOString()} ${level} ${message}${kv ? ' ' + kv : ''}\n`);
+// A payload its job type's validate function refuses: validate returned
+// false or threw. The job fails at once (a terminal error).
+async function validated(validate, job) {
+  if (!validate) return null;
+  let ok;
+  try {
+    ok = await validate(job.payload, job);
+  } catch (err) {
+    return new TerminalError(`invalid payload for ${job.job_type}: ${err?.message ?? err}`, { cause: err });
+  }
+  return ok === false ? new TerminalError(`invalid payload for ${job.job_type}`) : null;
 }
 
-// cancelRequest asks the server (or the pooler in front of it) to cancel the
-// statement a client is running: the protocol's CancelRequest on a fresh
-// connection, as libpq's PQcancel does. Like libpq it then waits for the
-// other side to close the connection (the promise resolves then, or after
-// 5 s): PgBouncer 1.18 (Debian 12) crashes when a cancel connection goes
-// away before it has forwarded the request (pgbouncer/pgbouncer#801).
-function cancelRequest(client) {
-  if (!client?.processID) return Promise.resolve();
-  return new Promise((resolve) => {
-    const socket = client.host && client.host.startsWith('/')
-      ? net.connect(`${client.host}/.s.PGSQL.${client.port}`)
-      : net.connect(client.port, client.host);
-    socket.setTimeout(5000, () => socket.destroy());
-    socket.on('error', () => {});
-    socket.on('close', resolve);
-    socket.on('end', () => socket.end());
-    socket.on('connect', () => {
-      const msg = Buffer.alloc(16);
-      msg.writeInt32BE(16, 0);
-      msg.writeInt32BE(80877102, 4);
-      msg.writeInt32BE(client.processID, 8);
-      msg.writeInt32BE(client.secretKey, 12);
-      socket.write(msg);
-    });
-  });
-}
+export class Worker {
+  #handlers;
+  #slots;
+  #poller;
+  #free;
+  #pollerWake;
+  #loops;
+  #stopped;
+  #graceEnded;
+  #wakeOnStop;
+  #wakeOnGraceEnd;
+  #endGrace;
+  #stopping;
+  #connection;
+  #settle; // resolves `stopped`
+  #stoppedOnce;
 
-class Worker {
   // options:
-  //   handlers     { job_type: async (job, ctx) => result }; or use register()
+  //   handlers     { job_type: async (job, ctx) => result }, or
+  //                { job_type: { handler, validate } }; or use register()
   //   concurrency  slots: jobs run at once, each slot with its own connection (1)
   //   queues       array of queue names, null for any (null)
   //   wait         long-poll wait of one pickup of the poller ('5 s')
@@ -136,47 +107,62 @@ class Worker {
   //                dies are given back within a maintenance round; 'lease':
   //                they wait for their stale window (behind a pooler in
   //                transaction mode, whose server connections are not ours)
-  //   log          (level, message, fields) => void; verbose: log heartbeats too
+  //   log          (level, message, fields) => void (stderrLog); verbose: log
+  //                heartbeats and the poller's batches too
   constructor(options = {}) {
-    this.handlers = new Map();
-    for (const [type, fn] of Object.entries(options.handlers || {})) this.register(type, fn);
+    this.#handlers = new Map(); // job_type -> { handler, validate }
+    for (const [type, entry] of Object.entries(options.handlers || {})) {
+      if (typeof entry === 'function') this.register(type, entry);
+      else this.register(type, entry?.handler, { validate: entry?.validate });
+    }
     this.concurrency = options.concurrency ?? 1;
-    this.queues = options.queues?.length ? options.queues : null;
-    this.wait = options.wait ?? '5 s';
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1) {
+      throw new TypeError('concurrency must be an integer of at least 1');
+    }
+    this.queues = options.queues?.length ? [...options.queues] : null;
+    this.wait = interval(options.wait ?? '5 s');
     this.heartbeatMs = options.heartbeatMs ?? null;
     this.graceMs = options.graceMs ?? 10000;
     this.workerId = options.workerId ?? `node-${os.hostname()}-${process.pid}`;
-    this.connection = options.connection ?? {};
+    this.#connection = options.connection ?? {};
     this.hold = options.hold ?? 'session';
     if (!['session', 'lease'].includes(this.hold)) throw new TypeError("hold must be 'session' or 'lease'");
-    this.log = options.log ?? defaultLog;
+    this.log = options.log ?? stderrLog;
     this.verbose = options.verbose ?? false;
-    this.stopping = false;
-    this.slots = [];
-    this.poller = null;
-    this.free = []; // resolvers of the free slots' waits for a job, one each
-    this.wakePoller = null; // resolver of the poller's wait for a free slot
-    this.loops = null;
-    this.stopped = null;
-    this.graceEnded = false;
-    this.wakeOnStop = new Set(); // resolvers of sleeps cut short by stop()
-    this.wakeOnGraceEnd = new Set(); // resolvers of in-flight jobs' grace races
-    this.endGrace = () => {
-      this.graceEnded = true;
-      for (const wake of this.wakeOnGraceEnd) wake(GRACE_OVER);
+    this.#stopping = false;
+    this.#slots = [];
+    this.#poller = null;
+    this.#free = []; // resolvers of the free slots' waits for a job, one each
+    this.#pollerWake = null; // resolver of the poller's wait for a free slot
+    this.#loops = null;
+    this.#stopped = null;
+    this.#stoppedOnce = new Promise((resolve) => (this.#settle = resolve));
+    this.#graceEnded = false;
+    this.#wakeOnStop = new Set(); // resolvers of sleeps cut short by stop()
+    this.#wakeOnGraceEnd = new Set(); // resolvers of in-flight jobs' grace races
+    this.#endGrace = () => {
+      this.#graceEnded = true;
+      for (const wake of this.#wakeOnGraceEnd) wake(GRACE_OVER);
     };
   }
 
-  register(jobType, handler) {
+  // register(jobType, handler, { validate }): validate(payload, job), if
+  // given, runs before the handler; when it returns false or throws, the
+  // job fails at once (a terminal error) and the handler is not called.
+  register(jobType, handler, { validate } = {}) {
+    if (this.#loops) throw new Error('register handlers before start()');
     if (typeof handler !== 'function') throw new TypeError(`handler for ${jobType} is not a function`);
-    this.handlers.set(jobType, handler);
+    if (validate !== undefined && typeof validate !== 'function') {
+      throw new TypeError(`validate for ${jobType} is not a function`);
+    }
+    this.#handlers.set(jobType, { handler, validate });
     return this;
   }
 
   start() {
-    if (this.loops) throw new Error('worker already started');
-    if (this.handlers.size === 0) throw new Error('no handlers registered');
-    this.slots = Array.from({ length: this.concurrency }, (_, i) => ({
+    if (this.#loops) throw new Error('worker already started');
+    if (this.#handlers.size === 0) throw new Error('no handlers registered');
+    this.#slots = Array.from({ length: this.concurrency }, (_, i) => ({
       n: i + 1,
       client: null,
       job: null,
@@ -184,16 +170,16 @@ class Worker {
       beats: Promise.resolve(), // the heartbeat loops of the slot's jobs, one after the other
       beating: false, // a heartbeat statement is running
     }));
-    this.poller = { client: null, picking: false };
-    const slots = Promise.all(this.slots.map((slot) => this.#slot(slot)));
-    this.loops = Promise.all([slots, this.#poll()]).then(async () => {
+    this.#poller = { client: null, picking: false };
+    const slots = Promise.all(this.#slots.map((slot) => this.#slot(slot)));
+    this.#loops = Promise.all([slots, this.#poll()]).then(async () => {
       // The poller's session holds the jobs it claimed: it closes only now
       // that they are finished or given back.
-      await this.poller.client?.end().catch(() => {});
-      this.poller.client = null;
+      await this.#poller.client?.end().catch(() => {});
+      this.#poller.client = null;
     });
     this.log('info', 'worker started', {
-      worker: this.workerId, concurrency: this.concurrency, types: [...this.handlers.keys()].join(','),
+      worker: this.workerId, concurrency: this.concurrency, types: [...this.#handlers.keys()].join(','),
     });
     return this;
   }
@@ -206,54 +192,78 @@ class Worker {
   // is closed. A second call with { graceMs: 0 } ends the grace period at
   // once.
   stop({ graceMs = this.graceMs } = {}) {
-    if (graceMs === 0) this.endGrace();
-    if (this.stopped) return this.stopped;
-    this.stopping = true;
-    for (const wake of this.wakeOnStop) wake();
-    for (const give of this.free.splice(0)) give(null); // free slots: no job is coming
+    if (graceMs === 0) this.#endGrace();
+    if (this.#stopped) return this.#stopped;
+    this.#stopping = true;
+    for (const wake of this.#wakeOnStop) wake();
+    for (const give of this.#free.splice(0)) give(null); // free slots: no job is coming
     this.#wakePoller();
-    const running = this.slots.filter((s) => s.job).length;
+    const running = this.#slots.filter((s) => s.job).length;
     this.log('info', 'worker stopping', { in_flight: running, grace_ms: graceMs });
-    const grace = setTimeout(this.endGrace, graceMs);
+    const grace = setTimeout(this.#endGrace, graceMs);
     const cancels = [];
     const cancel = () => {
-      if (this.poller?.picking) cancels.push(cancelRequest(this.poller.client));
+      if (this.#poller?.picking) cancels.push(cancelRequest(this.#poller.client));
     };
     cancel();
     const recancel = setInterval(cancel, 1000); // a cancel that raced the pickup's start
-    this.stopped = (this.loops ?? Promise.resolve()).then(async () => {
+    this.#stopped = (this.#loops ?? Promise.resolve()).then(async () => {
       clearTimeout(grace);
       clearInterval(recancel);
       await Promise.all(cancels); // let the server or pooler close them first
       this.log('info', 'worker stopped', { worker: this.workerId });
+      this.#settle();
     });
-    return this.stopped;
+    return this.#stopped;
+  }
+
+  // Resolves once the worker has stopped (stop() has finished).
+  get stopped() {
+    return this.#stoppedOnce;
+  }
+
+  // stopOnSignals(signals): the first of these signals stops the worker
+  // gracefully, a second one ends the grace period at once. The listeners
+  // are removed once the worker has stopped; what the process does then
+  // (exit, or whatever else keeps it alive) is the caller's.
+  stopOnSignals(signals = ['SIGTERM', 'SIGINT']) {
+    let received = 0;
+    const onSignal = (signal) => {
+      received += 1;
+      this.log('info', 'signal', { signal });
+      this.stop(received > 1 ? { graceMs: 0 } : undefined);
+    };
+    for (const signal of signals) process.on(signal, onSignal);
+    this.#stoppedOnce.then(() => {
+      for (const signal of signals) process.off(signal, onSignal);
+    });
+    return this;
   }
 
   // Sleep ms, or less when stop() is called meanwhile.
   #sleepUnlessStopping(ms) {
-    if (this.stopping) return Promise.resolve();
+    if (this.#stopping) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        this.wakeOnStop.delete(done);
+        this.#wakeOnStop.delete(done);
         resolve();
       };
       const timer = setTimeout(done, ms);
-      this.wakeOnStop.add(done);
+      this.#wakeOnStop.add(done);
     });
   }
 
   // The handler's outcome, or GRACE_OVER if the shutdown grace period ends
   // first (the handler then keeps running detached; its outcome is ignored).
   async #outcomeWithinGrace(handled) {
-    if (this.graceEnded) return GRACE_OVER;
+    if (this.#graceEnded) return GRACE_OVER;
     let wake;
-    const graceOver = new Promise((resolve) => this.wakeOnGraceEnd.add((wake = resolve)));
+    const graceOver = new Promise((resolve) => this.#wakeOnGraceEnd.add((wake = resolve)));
     try {
       return await Promise.race([handled, graceOver]);
     } finally {
-      this.wakeOnGraceEnd.delete(wake);
+      this.#wakeOnGraceEnd.delete(wake);
     }
   }
 
@@ -272,7 +282,7 @@ class Worker {
 
   async #connect({ poller = false } = {}) {
     // Named pqrun-worker in pg_stat_activity, unless PGAPPNAME or the connection config name it.
-    const client = new pg.Client({ application_name: process.env.PGAPPNAME || 'pqrun-worker', ...this.connection });
+    const client = new pg.Client({ application_name: process.env.PGAPPNAME || 'pqrun-worker', ...this.#connection });
     client.on('error', (err) => this.log('warn', 'connection error', { error: err.message }));
     await client.connect();
     if (this.hold === 'session') {
@@ -286,8 +296,8 @@ class Worker {
   }
 
   #wakePoller() {
-    const wake = this.wakePoller;
-    this.wakePoller = null;
+    const wake = this.#pollerWake;
+    this.#pollerWake = null;
     wake?.();
   }
 
@@ -295,13 +305,13 @@ class Worker {
   // are free, and only while one is. It asks for the slots free when its
   // pickup starts; a slot freed during the wait counts from the next pickup.
   async #poll() {
-    const poller = this.poller;
-    while (!this.stopping) {
-      if (this.free.length === 0) {
-        await new Promise((resolve) => (this.wakePoller = resolve));
+    const poller = this.#poller;
+    while (!this.#stopping) {
+      if (this.#free.length === 0) {
+        await new Promise((resolve) => (this.#pollerWake = resolve));
         continue;
       }
-      const want = this.free.length;
+      const want = this.#free.length;
       let jobs;
       try {
         poller.client ??= await this.#connect({ poller: true });
@@ -317,7 +327,7 @@ class Worker {
       if (jobs.length && this.verbose) this.log('debug', 'claimed', { jobs: jobs.length, free: want });
       const unassigned = [];
       for (const job of jobs) {
-        const give = this.free.shift(); // none once the worker is stopping
+        const give = this.#free.shift(); // none once the worker is stopping
         if (give) give(job);
         else unassigned.push(job);
       }
@@ -329,10 +339,10 @@ class Worker {
     poller.picking = true;
     try {
       const { rows } = await poller.client.query(PICKUP,
-        [this.workerId, [...this.handlers.keys()], this.queues, batchSize, this.wait]);
+        [this.workerId, [...this.#handlers.keys()], this.queues, batchSize, this.wait]);
       return rows;
     } catch (err) {
-      if (err.code === QUERY_CANCELED && this.stopping) return []; // our own cancel at shutdown
+      if (err.code === QUERY_CANCELED && this.#stopping) return []; // our own cancel at shutdown
       throw err;
     } finally {
       poller.picking = false;
@@ -360,16 +370,16 @@ class Worker {
 
   // A free slot's wait for a job from the poller; null when the worker stops.
   #nextJob() {
-    if (this.stopping) return Promise.resolve(null);
+    if (this.#stopping) return Promise.resolve(null);
     return new Promise((resolve) => {
-      this.free.push(resolve);
+      this.#free.push(resolve);
       this.#wakePoller();
     });
   }
 
   async #slot(slot) {
     let next = null; // claimed with the last job's mark_done: ours already
-    while (next || !this.stopping) {
+    while (next || !this.#stopping) {
       let job = next;
       next = null;
       try {
@@ -441,18 +451,13 @@ class Worker {
     slot.job = run;
     this.log('info', 'picked', fields);
 
-    const heartbeat = () => {
-      // one at a time, on the slot's connection (idle while the handler runs)
-      run.beat ??= slot.client.query(HEARTBEAT, [job.id, job.lease_token, null, '0']).then(
-        () => {
-          if (this.verbose) this.log('debug', 'heartbeat', fields);
-        },
-        (err) => {
-          if (LEASE_LOST.has(err.code)) run.lose(err);
-          throw err;
-        },
-      ).finally(() => (run.beat = null));
-      return run.beat;
+    // ctx.heartbeat: one at a time, on the slot's connection (idle while
+    // the handler runs), in the order they were asked for.
+    const heartbeat = (progress) => {
+      if (progress !== undefined) this.#recordProgress(run, progress);
+      const beat = (run.beat ?? Promise.resolve()).then(() => this.#beatNow(slot, run));
+      run.beat = beat.catch(() => {});
+      return beat;
     };
     const ctx = {
       job,
@@ -462,12 +467,21 @@ class Worker {
       signal: abort.signal,
       heartbeat,
       progress: (value) => this.#reportProgress(slot, run, value),
-      // enqueue a follow-up job in the same transaction as this job's mark_done
-      enqueue: (jobType, payload = {}, options = {}) => {
-        steps.push((c) => c.query(ENQUEUE, [JSON.stringify([{ ...options, job_type: jobType, payload }])]));
+      snooze: (after) => {
+        throw new Snooze(after);
+      },
+      // enqueue a follow-up job in the same transaction as this job's
+      // mark_done (its options are checked now)
+      enqueue: (jobType, payload, options) => {
+        if (typeof jobType !== 'string') throw new TypeError('jobType must be a string');
+        namedArgs(options);
+        steps.push((c) => enqueue(c, jobType, payload, options));
       },
       // run fn(client) in that transaction too (your own writes)
-      inTransaction: (fn) => steps.push(fn),
+      inTransaction: (fn) => {
+        if (typeof fn !== 'function') throw new TypeError('inTransaction takes a function');
+        steps.push(fn);
+      },
     };
 
     const every = this.heartbeatMs ?? (job.timeout_seconds ? job.timeout_seconds * 250 : 60000);
@@ -475,9 +489,12 @@ class Worker {
 
     let outcome;
     try {
-      const handler = this.handlers.get(job.job_type);
-      const handled = Promise.resolve()
-        .then(() => handler(job, ctx))
+      const { handler, validate } = this.#handlers.get(job.job_type);
+      const handled = validated(validate, job)
+        .then((invalid) => {
+          if (invalid) throw invalid;
+          return handler(job, ctx);
+        })
         .then((result) => ({ ok: true, result }), (err) => ({ ok: false, err }));
       outcome = await this.#outcomeWithinGrace(handled);
     } finally {
@@ -505,7 +522,12 @@ class Worker {
         const { err } = outcome;
         const terminal = err instanceof TerminalError || err?.terminal === true;
         await this.#flushProgress(slot.client, run);
-        const status = await this.#markError(slot.client, job, errorText(err), terminal, err?.retryAfter ?? null);
+        const after = retryAfter(err);
+        const status = await this.#markError(slot.client, job, errorText(err), terminal, after).catch((markErr) => {
+          // an interval pqrun refuses: pqrun's backoff instead
+          if (after === null || !markErr.code?.startsWith('22')) throw markErr;
+          return this.#markError(slot.client, job, errorText(err), terminal, null);
+        });
         this.log('warn', 'failed', { ...fields, status, terminal, error: err?.message ?? String(err), ms });
       }
     } finally {
@@ -546,7 +568,7 @@ class Worker {
         slot.beating = true;
         await beat;
         if (report) {
-          run.sent = seq;
+          run.sent = Math.max(run.sent, seq);
           run.nextReport = Date.now() + PROGRESS_EVERY_MS;
         }
         if (this.verbose) this.log('debug', 'heartbeat', run.fields);
@@ -573,13 +595,39 @@ class Worker {
     }
   }
 
+  // A heartbeat now on the slot's connection, with the progress not sent
+  // yet. None once the job has ended: the connection is the job's
+  // finishing transaction's, or the next job's, by then.
+  async #beatNow(slot, run) {
+    const { job } = run;
+    if (run.settled) throw new Error(`job ${job.id} has ended`);
+    const seq = run.reports;
+    const report = seq !== run.sent ? run.progress : null;
+    try {
+      await slot.client.query(HEARTBEAT, [job.id, job.lease_token, report, '0']);
+    } catch (err) {
+      if (LEASE_LOST.has(err.code)) run.lose(err);
+      else if (report !== null && err.code === '22023') run.sent = seq; // over pqrun's 8 kB: dropped
+      throw mapError(err);
+    }
+    if (report !== null) {
+      run.sent = Math.max(run.sent, seq);
+      run.nextReport = Date.now() + PROGRESS_EVERY_MS;
+    }
+    if (this.verbose) this.log('debug', 'heartbeat', run.fields);
+  }
+
+  #recordProgress(run, value) {
+    run.progress = JSON.stringify(value) ?? null;
+    run.reports += 1;
+  }
+
   // ctx.progress: the report goes out with the next heartbeat. A heartbeat
   // waiting its full period is cancelled to send it now; at most once a
   // second, as a cancel that reached the server before the statement is
   // ignored and the next report tries again.
   #reportProgress(slot, run, value) {
-    run.progress = JSON.stringify(value) ?? null;
-    run.reports += 1;
+    this.#recordProgress(run, value);
     if (run.waiting && Date.now() - run.cutAt >= PROGRESS_EVERY_MS) {
       run.cutAt = Date.now();
       cancelRequest(slot.beatClient);
@@ -605,28 +653,35 @@ class Worker {
   async #markDone(slot, run, result, steps) {
     const { job } = run;
     const c = slot.client;
-    const json = result === undefined ? null : JSON.stringify(result);
+    let json;
+    try {
+      json = result === undefined ? null : JSON.stringify(result);
+    } catch (err) { // a BigInt, a cycle: the handler's result is no JSON
+      const status = await this.#markError(c, job, errorText(err), false, null);
+      this.log('warn', 'failed: the result is not JSON', { job: job.id, status, error: err.message });
+      return false;
+    }
     await this.#flushProgress(c, run);
     await c.query('BEGIN');
     try {
       for (const step of steps) await step(c);
       let next = null;
-      if (this.stopping) {
+      if (this.#stopping) {
         await c.query(MARK_DONE, [job.id, json, job.lease_token]);
       } else {
         const { rows } = await c.query(MARK_DONE_AND_PICKUP,
-          [this.workerId, job.id, job.lease_token, json, [...this.handlers.keys()], this.queues]);
+          [this.workerId, job.id, job.lease_token, json, [...this.#handlers.keys()], this.queues]);
         next = rows[0] ?? null;
       }
       await c.query('COMMIT');
       return { next };
     } catch (err) {
-      await c.query('ROLLBACK').catch(() => {});
+      const usable = await c.query('ROLLBACK').then(() => true, () => false);
       if (LEASE_LOST.has(err.code)) {
         this.log('warn', 'lease lost, result and follow-ups rolled back', { job: job.id, error: err.message });
         return false;
       }
-      if (!err.code || err.code.startsWith('08')) throw err; // the connection: let the slot reconnect
+      if (!usable || err.code?.startsWith('08')) throw err; // the connection: let the slot reconnect
       // a follow-up or the handler's own write failed: the job failed
       const status = await this.#markError(slot.client, job, errorText(err), false, null);
       this.log('warn', 'failed in the finishing transaction', { job: job.id, status, error: err.message });
@@ -672,4 +727,3 @@ class Worker {
   }
 }
 
-module.exports = { Worker, TerminalError, RetryLater, Snooze };
