@@ -23,8 +23,12 @@
  *                3. flow_control gives back the places of the runs the
  *                   transaction ended (COMMIT) or of the claims it rolled
  *                   back (ABORT); a prepared one keeps both;
- *                4. wake lowers the pickup hint and wakes waiters (after
- *                   COMMIT), or wakes them for claims that rolled back.
+ *                4. wake lowers the pickup hint (pick_hint) and wakes
+ *                   waiters (after COMMIT), or wakes them for claims that
+ *                   rolled back;
+ *                5. next_due lowers the next due time to the delayed jobs
+ *                   the transaction made (COMMIT), waking a waiter to
+ *                   re-time its sleep, or forgets them.
  * Subtransaction end (RegisterSubXactCallback): citus, deferred_claims,
  *   stats, flow_control and wake move what the subtransaction did to its
  *   parent or drop it, in the same order as at transaction end.
@@ -57,6 +61,7 @@
 #include "shmem/stats.hpp"
 #include "xact/deferred_claims.hpp"
 #include "xact/pickup_commit.hpp"
+#include "xact/next_due.hpp"
 #include "xact/utility.hpp"
 #include "xact/wake.hpp"
 
@@ -120,16 +125,19 @@ OnXactEvent(XactEvent event)
 			stats::OnCommit();
 			flow_control::AtCommit();
 			wake::AtCommit();
+			next_due::AtCommit();
 		} else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
 			stats::OnAbort();
 			flow_control::AtAbort();
 			wake::AtAbort();
+			next_due::Forget();
 		} else if (event == XACT_EVENT_PREPARE) {
 			/* Its places stay taken: its claims and ends take effect with
 			 * it, elsewhere. */
 			stats::OnPrepare();
 			flow_control::AtPrepare();
 			wake::AtPrepare();
+			next_due::Forget();
 		}
 		break;
 	default:

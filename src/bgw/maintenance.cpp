@@ -20,6 +20,7 @@
 #include "pg/spi_rows.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
+#include "xact/next_due.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::maintenance {
@@ -454,11 +455,11 @@ RunLive()
 
 	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
 	/* Pickups skip promoting until then (wake.hpp). */
-	LearnNextDue(wake::NextDue());
+	LearnNextDue(next_due::Read());
 	/* Backstop for the pickup hint: whatever became READY without telling
 	 * (a manual UPDATE, say) is found within a round. */
 	if (!shard && Exec(stmts::kPickHead, nullptr, nullptr, SPI_OK_SELECT) > 0)
-		wake::LowerHint(wake::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
+		pick_hint::Lower(pick_hint::PickKey{ColInt64(0, 1), ColInt64(0, 2)});
 	/* Queues no longer keyed stop costing pickups a look at their lanes. */
 	if (!shard)
 		(void)keyed_queues::ForgetIdle();

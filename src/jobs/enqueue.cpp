@@ -22,6 +22,7 @@
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
+#include "xact/next_due.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::jobs {
@@ -274,9 +275,9 @@ NoteNew(const char *queue, const char *job_type, int32 priority, int64 id, bool 
 {
 	stats::Enqueued(queue, job_type);
 	if (delayed)
-		wake::NoteDelayed(run_after);
+		next_due::NoteDelayed(run_after);
 	else
-		wake::NoteReady(queue, job_type, wake::KeyOf(priority, id));
+		wake::NoteReady(queue, job_type, pick_hint::KeyOf(priority, id));
 }
 
 /* InsertDirect writes plain keyless jobs below the executor
@@ -321,7 +322,7 @@ InsertRunBySql(const PlainRun &run, int64 *ids)
 			NoteNew(ColText(i, 5), ColText(i, 6), priority, ids[i], ColBool(i, 7),
 			        DatumGetTimestampTz(Col(i, 8, &isnull)));
 		else if (ParseStatus(ColText(i, 4)) == JobStatus::kReady)
-			wake::NoteHeld(wake::KeyOf(priority, ids[i])); /* the dedupe hit locked the holder */
+			pick_hint::NoteHeld(pick_hint::KeyOf(priority, ids[i])); /* the dedupe hit locked the holder */
 	}
 	spi::ForgetLastResult();
 }
@@ -408,7 +409,7 @@ Enqueue(const EnqueueArgs &args, int element)
 		for (uint64 i = 0; i < nlive; i++) {
 			bool isnull;
 			if (ParseStatus(ColText(i, 3)) == JobStatus::kReady)
-				wake::NoteHeld(wake::KeyOf(DatumGetInt32(Col(i, 2, &isnull)), ColInt64(i, 1)));
+				pick_hint::NoteHeld(pick_hint::KeyOf(DatumGetInt32(Col(i, 2, &isnull)), ColInt64(i, 1)));
 		}
 		IdList live = CopyIds(nlive, false);
 		pending = live.ids;
@@ -509,7 +510,7 @@ Enqueue(const EnqueueArgs &args, int element)
 	else if (inserted)
 		NoteNew(queue, job_type, priority, id, run_after > now, run_after);
 	else if (ParseStatus(ColText(0, 4)) == JobStatus::kReady)
-		wake::NoteHeld(wake::KeyOf(priority, id)); /* the dedupe hit locked the holder */
+		pick_hint::NoteHeld(pick_hint::KeyOf(priority, id)); /* the dedupe hit locked the holder */
 	if (inserted && pending_count > 0) {
 		Datum edge_values[2] = {Int64GetDatum(id), Int8Array(pending, pending_count)};
 		Exec(stmts::kInsertEdges, edge_values, nullptr, SPI_OK_INSERT);

@@ -106,7 +106,7 @@ Retry(int64 job_id)
 		return false;
 	char *queue = ColText(0, 1), *job_type = ColText(0, 2);
 	bool isnull;
-	wake::PickKey key = wake::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), ColInt64(0, 4));
+	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), ColInt64(0, 4));
 	bool keyed = SPI_tuptable->tupdesc->natts >= 5 && ColText(0, 5) != nullptr;
 	stats::Finished was;
 	if (stats::FinishedOf(status, &was))

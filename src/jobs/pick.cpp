@@ -1,7 +1,7 @@
 /* src/jobs/pick.cpp — claiming jobs: pickup, its long poll, and await_jobs.
  *
  * A pickup claims in pickup-key order (-priority, id) from the pickup hint
- * on (wake.cpp), then due delayed jobs nobody promoted yet. A pickup only
+ * on (pick_hint.hpp), then due delayed jobs nobody promoted yet. A pickup only
  * locks the jobs it hands out (below the executor when pick_direct.hpp
  * can) and leaves writing the claims to deferred_claims.cpp. A pickup that
  * may wait registers as a waiter first, looks in subtransactions rolled
@@ -24,6 +24,7 @@
 #include "shmem/stats.hpp"
 #include "xact/deferred_claims.hpp"
 #include "xact/pickup_commit.hpp"
+#include "xact/next_due.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::jobs {
@@ -165,7 +166,7 @@ struct ClaimReceiver {
 	TupleDesc out_desc;
 	Claims *locked;     /* the claims gathered, when given */
 	int capacity;       /* room in `locked` */
-	wake::PickKey last; /* pickup key of the last row */
+	pick_hint::PickKey last; /* pickup key of the last row */
 	bool gated;         /* controls apply: each claim takes its places (flow_control.hpp) */
 };
 
@@ -189,7 +190,7 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 {
 	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
 	int64 id = DatumGetInt64(values[job_row::kId]);
-	wake::PickKey key = wake::KeyOf(DatumGetInt32(values[job_row::kPriority]), id);
+	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(values[job_row::kPriority]), id);
 	/* An install before 0.10.0 has no key column, before 0.11.0 no weight
 	 * (the ctid follows). */
 	bool keyed = r->out_desc->natts > job_row::kConcurrencyKey && !nulls[job_row::kConcurrencyKey];
@@ -202,7 +203,7 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 		 * every queue with a control). */
 		if (r->locked == nullptr)
 			elog(ERROR, "pqrun: job %lld was claimed past its queue's controls", static_cast<long long>(id));
-		wake::NoteHeld(key);
+		pick_hint::NoteHeld(key);
 		return false;
 	}
 	tuplestore_putvalues(r->out, r->out_desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
@@ -297,11 +298,11 @@ StartClaims(ClaimReceiver *receiver, Tuplestorestate *out, TupleDesc out_desc, C
  * claimed and, in `last` when given, the pickup key of the last one. A
  * locking pick is made by pick_direct.hpp unless it declines. */
 uint64
-PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *receiver, wake::PickKey *last)
+PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *receiver, pick_hint::PickKey *last)
 {
 	Claims *locked = receiver->locked;
 	int before = locked ? locked->count : 0;
-	receiver->last = wake::PickKey{INT64_MAX, INT64_MAX};
+	receiver->last = pick_hint::PickKey{INT64_MAX, INT64_MAX};
 	uint64 n = 0;
 	bool direct = false;
 	if (locked) {
@@ -356,7 +357,7 @@ PickLanes(const Datum *values, const char *nulls, int32 want, ClaimReceiver *rec
 /* A filtered pickup's own hint (the database's is raised by pickups that
  * pass over nothing only): no READY job its filter lets through has a
  * pickup key below `key`, while no job became READY below it since hint
- * generation `gen` (wake::NothingReadyBelow). Under a transaction that
+ * generation `gen` (pick_hint::NothingReadyBelow). Under a transaction that
  * holds back vacuum, a worker that asks for its job types, or any pickup
  * beside a paused queue, starts past the dead entries its own claims left,
  * as an unfiltered one starts at the database's hint. One per backend, for
@@ -367,7 +368,7 @@ struct FilterHint {
 	const spi::Statement *stmt = nullptr; /* none yet */
 	char *filters = nullptr;
 	Size filters_len = 0;
-	wake::PickKey key{INT64_MIN, INT64_MIN};
+	pick_hint::PickKey key{INT64_MIN, INT64_MIN};
 	uint64 gen = 0;
 };
 FilterHint filter_hint;
@@ -396,19 +397,19 @@ FiltersOf(const ArrayType *const (&arrays)[kFilterArrays], char **buf)
 
 /* HintOf answers where a pick of `stmt` with `filters` may start: its
  * filter's hint, when that holds and is beyond `start`, the database's. */
-wake::PickKey
-HintOf(const spi::Statement &stmt, const char *filters, Size len, wake::PickKey start)
+pick_hint::PickKey
+HintOf(const spi::Statement &stmt, const char *filters, Size len, pick_hint::PickKey start)
 {
 	const FilterHint &h = filter_hint;
-	if (h.stmt == &stmt && h.filters_len == len && memcmp(h.filters, filters, len) == 0 && wake::Less(start, h.key) &&
-	    wake::NothingReadyBelow(h.key, h.gen))
+	if (h.stmt == &stmt && h.filters_len == len && memcmp(h.filters, filters, len) == 0 && pick_hint::Less(start, h.key) &&
+	    pick_hint::NothingReadyBelow(h.key, h.gen))
 		return h.key;
 	return start;
 }
 
 /* KeepHint keeps `key` as of `gen` as the hint of `stmt` with `filters`. */
 void
-KeepHint(const spi::Statement &stmt, const char *filters, Size len, wake::PickKey key, uint64 gen)
+KeepHint(const spi::Statement &stmt, const char *filters, Size len, pick_hint::PickKey key, uint64 gen)
 {
 	FilterHint &h = filter_hint;
 	if (h.stmt != &stmt || h.filters_len != len || memcmp(h.filters, filters, len) != 0) {
@@ -437,7 +438,7 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	int32 batch_size = DatumGetInt32(values[1]);
 	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
 	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
-	if (!waited && !will_wait && (citus::InShards() || wake::DelayedMayBeDue()))
+	if (!waited && !will_wait && (citus::InShards() || next_due::MayBeDue()))
 		PromoteDue(job_types, queues, batch_size);
 	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
 	ClaimReceiver receiver;
@@ -454,14 +455,14 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 	static Oid empty_db = InvalidOid;
 	static uint64 empty_gen = 0;
 	bool index_empty =
-	    lanes && empty_db == MyDatabaseId && wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
+	    lanes && empty_db == MyDatabaseId && pick_hint::NothingReadyBelow(pick_hint::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
 	if (n < static_cast<uint64>(batch_size) && !index_empty) {
 		/* Start at the pickup hint, past the dead entries at the head of the
 		 * index that vacuum may not be allowed to remove yet. */
-		wake::PickKey start{INT64_MIN, INT64_MIN};
+		pick_hint::PickKey start{INT64_MIN, INT64_MIN};
 		uint64 gen = 0;
 		/* The hint is the database's; shards are several tables. */
-		bool hinted = !citus::InShards() && wake::ReadHint(&start, &gen);
+		bool hinted = !citus::InShards() && pick_hint::Read(&start, &gen);
 		/* The pick's filter: its job types and queues, and the blocked
 		 * queues and pairs it leaves out. */
 		bool filtered = &stmt != &stmts::kPick && &stmt != &stmts::kLockPick;
@@ -476,7 +477,7 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		values[4] = Int64GetDatum(start.neg_priority);
 		values[5] = Int64GetDatum(start.id);
 		values[1] = Int32GetDatum(batch_size - static_cast<int32>(n));
-		wake::PickKey last;
+		pick_hint::PickKey last;
 		uint64 picked = PickInto(stmt, values, nulls, &receiver, &last);
 		values[1] = Int32GetDatum(batch_size);
 		/* Everything a pickup passed on its way to its last claim is
@@ -486,7 +487,7 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		 * pickups; a filtered one keeps a hint of its own for its filter. */
 		bool clean = hinted && picked > 0 && !flow_control::HeldBack();
 		if (clean && !filtered && !flow_control::Skipped())
-			wake::RaiseHint(gen, last);
+			pick_hint::Raise(gen, last);
 		else if (clean && filtered)
 			KeepHint(stmt, filters, filters_len, last, gen);
 		bool unfiltered = !filtered && !flow_control::Skipped();
@@ -528,7 +529,7 @@ SleepMs(bool registered, TimestampTz deadline, long look_ms)
 	if (!registered) {
 		until = Min(deadline, TimestampTzPlusMilliseconds(now, 50));
 	} else {
-		TimestampTz due = wake::NextDue();
+		TimestampTz due = next_due::Read();
 		if (due == 0 || due <= now)
 			due = LearnNextDue(due); /* whatever was due has been promoted */
 		if (due > now && due < until)
@@ -692,7 +693,7 @@ LearnNextDue(TimestampTz seen)
 		next = Col(0, 1, &isnull);
 	guc::Unpin(nest_level);
 	TimestampTz due = isnull ? DT_NOEND : DatumGetTimestampTz(next);
-	wake::ReplaceNextDue(seen, due);
+	next_due::Replace(seen, due);
 	return due;
 }
 
@@ -769,10 +770,10 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 		    bool gated = flow_control::PrepareLook(job_types, queues, 1);
 		    SetBlocked(gated, &values[3], &nulls[3]);
 		    /* A filtered look reads its own lanes only (pick_direct.hpp). */
-		    wake::PickKey start{INT64_MIN, INT64_MIN};
+		    pick_hint::PickKey start{INT64_MIN, INT64_MIN};
 		    uint64 gen;
 		    if (!citus::InShards())
-			    (void)wake::ReadHint(&start, &gen);
+			    (void)pick_hint::Read(&start, &gen);
 		    pick_direct::Request request{Datum(0), 1, job_types, queues, start, 0, gated};
 		    bool lanes_ready = false;
 		    bool by_lanes = pick_direct::AnyReady(request, &lanes_ready);

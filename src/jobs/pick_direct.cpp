@@ -273,9 +273,9 @@ Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &
 		return false;
 	if (l.key != InvalidAttrNumber && (slot_getattr(slot, l.key, &isnull), !isnull))
 		return false;
-	wake::PickKey key = wake::KeyOf(DatumGetInt32(slot_getattr(slot, l.from[kPriority], &isnull)),
+	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(slot_getattr(slot, l.from[kPriority], &isnull)),
 	                                DatumGetInt64(slot_getattr(slot, l.from[kId], &isnull)));
-	if (wake::Less(key, r.start))
+	if (pick_hint::Less(key, r.start))
 		return false;
 	Datum job_type = slot_getattr(slot, l.from[kJobType], &isnull);
 	Datum queue = slot_getattr(slot, l.from[kQueue], &isnull);
@@ -330,7 +330,7 @@ EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, vo
 /* StartKey is the index condition (-priority, id) >= start, a row
  * comparison whose members carry btree's comparison function. */
 void
-StartKey(const wake::PickKey &start, ScanKeyData *header, ScanKeyData members[2])
+StartKey(const pick_hint::PickKey &start, ScanKeyData *header, ScanKeyData members[2])
 {
 	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid,
 	                       F_BTINT8CMP, Int64GetDatum(start.neg_priority));
@@ -404,7 +404,7 @@ LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Sn
 struct FilterLane {
 	Datum queue; /* Datum(0) on job_live_pick_type */
 	Datum job_type;
-	wake::PickKey head;
+	pick_hint::PickKey head;
 	ItemPointerData tid;
 	bool done;
 	bool clean;                   /* every job this pick passed in it was one no pickup may claim */
@@ -495,7 +495,7 @@ AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Requ
 /* Advance moves `lane` to its first job from pickup key `from` on that the
  * request may claim, seen under the scan's snapshot, or marks it done. */
 void
-Advance(FilterLanes *f, FilterLane *lane, wake::PickKey from, const Layout &l, const Request &r, const Filter &types,
+Advance(FilterLanes *f, FilterLane *lane, pick_hint::PickKey from, const Layout &l, const Request &r, const Filter &types,
         const Filter &queues)
 {
 	ScanKeyData keys[3], members[2];
@@ -514,7 +514,7 @@ Advance(FilterLanes *f, FilterLane *lane, wake::PickKey from, const Layout &l, c
 		CHECK_FOR_INTERRUPTS();
 		if (!Qualifies(l, r, types, queues, f->seen))
 			continue;
-		lane->head = wake::KeyOf(DatumGetInt32(slot_getattr(f->seen, l.from[kPriority], &isnull)),
+		lane->head = pick_hint::KeyOf(DatumGetInt32(slot_getattr(f->seen, l.from[kPriority], &isnull)),
 		                         DatumGetInt64(slot_getattr(f->seen, l.from[kId], &isnull)));
 		lane->tid = f->seen->tts_tid;
 		ExecClearTuple(f->seen);
@@ -547,15 +547,15 @@ OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const R
 	}
 	for (int i = 0; i < f.count; i++) {
 		FilterLane &lane = f.lanes[i];
-		wake::PickKey start = r.start;
+		pick_hint::PickKey start = r.start;
 		if (hinted) {
 			lane.name = pick_lanes::NameFilterLane(lane.queue, lane.job_type);
-			wake::PickKey hint = pick_lanes::FilterLaneStart(lane.name);
+			pick_hint::PickKey hint = pick_lanes::FilterLaneStart(lane.name);
 			if (hint.neg_priority == INT64_MAX) {
 				lane.done = true;
 				continue;
 			}
-			if (wake::Less(start, hint))
+			if (pick_hint::Less(start, hint))
 				start = hint;
 		}
 		Advance(&f, &lane, start, l, r, types, queues);
@@ -586,11 +586,11 @@ LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, 
 	while (n < static_cast<uint64>(r.limit)) {
 		FilterLane *next = nullptr;
 		for (int i = 0; i < f.count; i++)
-			if (!f.lanes[i].done && (next == nullptr || wake::Less(f.lanes[i].head, next->head)))
+			if (!f.lanes[i].done && (next == nullptr || pick_hint::Less(f.lanes[i].head, next->head)))
 				next = &f.lanes[i];
 		if (next == nullptr)
 			break;
-		wake::PickKey past{next->head.neg_priority, next->head.id + 1};
+		pick_hint::PickKey past{next->head.neg_priority, next->head.id + 1};
 		if (TryClaim(live, next->tid, snapshot, locked, l, r, types, queues, emit, arg)) {
 			n++;
 			if (hinted && next->clean)
@@ -605,7 +605,7 @@ LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, 
 	}
 	for (int i = 0; hinted && i < f.count; i++)
 		if (f.lanes[i].done && f.lanes[i].clean)
-			pick_lanes::FilterLaneHint(f.lanes[i].name, wake::PickKey{INT64_MAX, INT64_MAX}, gen);
+			pick_lanes::FilterLaneHint(f.lanes[i].name, pick_hint::PickKey{INT64_MAX, INT64_MAX}, gen);
 	ExecDropSingleTupleTableSlot(locked);
 	CloseLanes(&f);
 	return n;
@@ -648,7 +648,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	 * unsettles them. */
 	bool memo = lanes && !citus::InShards();
 	bool hinted = memo && !request.gated;
-	uint64 gen = memo ? wake::HintGen() : 0;
+	uint64 gen = memo ? pick_hint::Gen() : 0;
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CommandCounterIncrement();
 	UpdateActiveSnapshotCommandId();
@@ -679,7 +679,7 @@ AnyReady(const Request &request, bool *ready)
 		return false;
 	}
 	bool memo = !citus::InShards();
-	uint64 gen = memo ? wake::HintGen() : 0; /* before the snapshot, as in Pick */
+	uint64 gen = memo ? pick_hint::Gen() : 0; /* before the snapshot, as in Pick */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	Filter types(request.job_types), queues(request.queues);
 	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues, memo && !request.gated, memo, gen);
@@ -794,7 +794,7 @@ LaneScan::NextKey(Datum queue, const char *after)
 }
 
 bool
-LaneScan::LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *passed, bool *clean)
+LaneScan::LockOne(Datum queue, Datum key, pick_hint::PickKey start, pick_hint::PickKey *passed, bool *clean)
 {
 	State &st = *state_;
 	ScanKeyData keys[3], members[2];
@@ -807,7 +807,7 @@ LaneScan::LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *pa
 	index_rescan(st.lanes, keys, 3, nullptr, 0);
 	CommandId cid = GetCurrentCommandId(true);
 	*clean = true;
-	*passed = wake::PickKey{INT64_MAX, INT64_MAX};
+	*passed = pick_hint::PickKey{INT64_MAX, INT64_MAX};
 	bool isnull;
 	while (index_getnext_slot(st.lanes, ForwardScanDirection, st.seen)) {
 		CHECK_FOR_INTERRUPTS();
@@ -826,7 +826,7 @@ LaneScan::LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *pa
 			 * LockAndEmit leaves it): it may be READY for others. */
 			*clean = false;
 		} else if (result == TM_Ok) {
-			*passed = wake::KeyOf(DatumGetInt32(slot_getattr(st.locked, st.layout.from[kPriority], &isnull)),
+			*passed = pick_hint::KeyOf(DatumGetInt32(slot_getattr(st.locked, st.layout.from[kPriority], &isnull)),
 			                      DatumGetInt64(slot_getattr(st.locked, st.layout.from[kId], &isnull)));
 			/* A row whose limit filled meanwhile stays locked (as a held row). */
 			bool kept = EmitClaim(st.layout, st.request, st.locked, st.emit, st.arg);

@@ -30,7 +30,7 @@ struct Request {
 	int32 limit;
 	ArrayType *job_types;
 	ArrayType *queues;
-	wake::PickKey start;
+	pick_hint::PickKey start;
 	TimestampTz at;
 	bool gated; /* flow controls apply: jobs they hold back are passed over */
 };
@@ -81,7 +81,7 @@ class LaneScan {
 	 * pickup may claim (not READY, or locked by another pickup, whose
 	 * rollback makes it READY again through wake.hpp): a lane hint may then
 	 * move up to *passed. */
-	bool LockOne(Datum queue, Datum key, wake::PickKey start, wake::PickKey *passed, bool *clean);
+	bool LockOne(Datum queue, Datum key, pick_hint::PickKey start, pick_hint::PickKey *passed, bool *clean);
 
 	/* Close ends what Open began (an error's abort does as well). */
 	void Close();

@@ -92,7 +92,7 @@ struct Blocked {
  * for a queue not used lately is given to the next one. With it, the steps
  * between the queue's keys that looks found since hint generation
  * `steps_gen`: keys appear only with jobs that become READY, which moves
- * the generation, so while nothing did (wake::NothingReadyBelow) a step is
+ * the generation, so while nothing did (pick_hint::NothingReadyBelow) a step is
  * taken again without a descent. A step may lead to a key whose jobs all
  * ended since, which is then visited for nothing, as a descent would. */
 struct Cursor {
@@ -203,10 +203,10 @@ MoveCursor(Cursor &c, const char *key)
 	c.key = MemoryContextStrdup(TopMemoryContext, key);
 }
 
-/* Lane hints: as the pickup hint does for the pick index (wake.hpp), where
+/* Lane hints: as the pickup hint does for the pick index (pick_hint.hpp), where
  * a lane's scan may start, past its dead head: no job of the lane before
  * `start` was READY as of hint generation `gen`, and the hint holds while
- * wake::NothingReadyBelow(start, gen). Shared by the backends of the server,
+ * pick_hint::NothingReadyBelow(start, gen). Shared by the backends of the server,
  * like the pickup hint, so that pickups of one lane at once start past each
  * other's claims instead of each walking over them again: a slot per lane
  * by a hash of (database, queue, key), two 64-bit hashes telling lanes
@@ -215,7 +215,7 @@ struct LaneHint {
 	Oid db; /* InvalidOid: free */
 	uint64 hash;
 	uint64 check;
-	wake::PickKey start;
+	pick_hint::PickKey start;
 	uint64 gen;
 };
 constexpr int kLaneHints = 1024;
@@ -236,7 +236,7 @@ LaneOf(const char *queue, const char *key)
 	const auto *bytes = reinterpret_cast<const unsigned char *>(name);
 	int len = static_cast<int>(qlen + klen + 1);
 	LaneHint lane{MyDatabaseId, hash_bytes_extended(bytes, len, MyDatabaseId),
-	              hash_bytes_extended(bytes, len, UINT64CONST(0x5051525553484e54)), wake::PickKey{INT64_MIN, INT64_MIN},
+	              hash_bytes_extended(bytes, len, UINT64CONST(0x5051525553484e54)), pick_hint::PickKey{INT64_MIN, INT64_MIN},
 	              0};
 	pfree(name);
 	return lane;
@@ -244,10 +244,10 @@ LaneOf(const char *queue, const char *key)
 
 /* ReadHint answers where lane `lane` may start now: its hint while it
  * holds, else its head. */
-wake::PickKey
+pick_hint::PickKey
 ReadHint(const LaneHint &lane)
 {
-	wake::PickKey head{INT64_MIN, INT64_MIN};
+	pick_hint::PickKey head{INT64_MIN, INT64_MIN};
 	if (shared_hints == nullptr)
 		return head;
 	LaneHint &slot = shared_hints->slots[lane.hash % kLaneHints];
@@ -255,7 +255,7 @@ ReadHint(const LaneHint &lane)
 	LaneHint hint = slot;
 	SpinLockRelease(&shared_hints->mutex);
 	if (hint.db != lane.db || hint.hash != lane.hash || hint.check != lane.check ||
-	    !wake::NothingReadyBelow(hint.start, hint.gen))
+	    !pick_hint::NothingReadyBelow(hint.start, hint.gen))
 		return head;
 	return hint.start;
 }
@@ -264,14 +264,14 @@ ReadHint(const LaneHint &lane)
  * of generation `gen`, unless its slot holds a later start of the same
  * generation (another pickup's claim further on). */
 void
-WriteHint(const LaneHint &lane, wake::PickKey start, uint64 gen)
+WriteHint(const LaneHint &lane, pick_hint::PickKey start, uint64 gen)
 {
 	if (shared_hints == nullptr)
 		return;
 	LaneHint &slot = shared_hints->slots[lane.hash % kLaneHints];
 	SpinLockAcquire(&shared_hints->mutex);
 	bool same = slot.db == lane.db && slot.hash == lane.hash && slot.check == lane.check;
-	if (!same || slot.gen < gen || (slot.gen == gen && wake::Less(slot.start, start))) {
+	if (!same || slot.gen < gen || (slot.gen == gen && pick_hint::Less(slot.start, start))) {
 		slot = lane;
 		slot.start = start;
 		slot.gen = gen;
@@ -283,7 +283,7 @@ WriteHint(const LaneHint &lane, wake::PickKey start, uint64 gen)
 LaneHint
 HintOf(const FilterLaneName &lane)
 {
-	return LaneHint{MyDatabaseId, lane.hash, lane.check, wake::PickKey{INT64_MIN, INT64_MIN}, 0};
+	return LaneHint{MyDatabaseId, lane.hash, lane.check, pick_hint::PickKey{INT64_MIN, INT64_MIN}, 0};
 }
 
 } // namespace
@@ -369,7 +369,7 @@ Pick(const Request &r, const Receiver &to)
 	/* Before the scans' snapshot: what becomes READY after it unsettles
 	 * their hints and steps. A transaction snapshot (REPEATABLE READ, the
 	 * SQL statements only) may be older than that: its looks are not kept. */
-	uint64 gen = wake::HintGen();
+	uint64 gen = pick_hint::Gen();
 	uint64 controls_gen = wake::ControlsGen();
 	uint64 *queue_gens = static_cast<uint64 *>(palloc(sizeof(uint64) * nqueues));
 	wake::QueueGens(queues, nqueues, queue_gens);
@@ -392,7 +392,7 @@ Pick(const Request &r, const Receiver &to)
 		int visited = 0, claimed_before = *to.claimed;
 		bool all_blocked = true;
 		bool known = keep && cursor.nsteps > 0 &&
-		             wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
+		             pick_hint::NothingReadyBelow(pick_hint::PickKey{INT64_MAX, INT64_MAX}, cursor.steps_gen);
 		if (!known) {
 			ForgetSteps(cursor);
 			cursor.steps_gen = gen;
@@ -416,10 +416,10 @@ Pick(const Request &r, const Receiver &to)
 			    int had = *to.claimed;
 			    if (direct) {
 				    LaneHint lane = LaneOf(queues[q], key);
-				    wake::PickKey start = ReadHint(lane);
+				    pick_hint::PickKey start = ReadHint(lane);
 				    if (start.neg_priority == INT64_MAX)
 					    return false; /* the lane was empty, and nothing became READY since */
-				    wake::PickKey passed;
+				    pick_hint::PickKey passed;
 				    bool clean;
 				    scan.LockOne(queue, key_text, start, &passed, &clean);
 				    if (clean)
@@ -450,14 +450,14 @@ Pick(const Request &r, const Receiver &to)
 	return *to.claimed - before;
 }
 
-wake::PickKey
+pick_hint::PickKey
 FilterLaneStart(const FilterLaneName &lane)
 {
 	return ReadHint(HintOf(lane));
 }
 
 void
-FilterLaneHint(const FilterLaneName &lane, wake::PickKey start, uint64 gen)
+FilterLaneHint(const FilterLaneName &lane, pick_hint::PickKey start, uint64 gen)
 {
 	WriteHint(HintOf(lane), start, gen);
 }

@@ -67,14 +67,14 @@ bool Ready(ArrayType *job_types);
  * answers where its scan may start now (INT64_MIN keys: its head;
  * INT64_MAX: it was empty, and nothing became READY since);
  * FilterLaneHint records that no job of it before `start` was READY as of
- * hint generation `gen` (wake::HintGen, read before the pick's snapshot). */
+ * hint generation `gen` (pick_hint::Gen, read before the pick's snapshot). */
 struct FilterLaneName {
 	uint64 hash;
 	uint64 check;
 };
 FilterLaneName NameFilterLane(Datum queue, Datum job_type);
-wake::PickKey FilterLaneStart(const FilterLaneName &lane);
-void FilterLaneHint(const FilterLaneName &lane, wake::PickKey start, uint64 gen);
+pick_hint::PickKey FilterLaneStart(const FilterLaneName &lane);
+void FilterLaneHint(const FilterLaneName &lane, pick_hint::PickKey start, uint64 gen);
 
 Size ShmemSize();
 void ShmemInit();

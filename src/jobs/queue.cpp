@@ -31,6 +31,7 @@
 #include "pg/citus.hpp"
 
 #include "pg/spi_rows.hpp"
+#include "xact/next_due.hpp"
 #include "xact/wake.hpp"
 
 #include <algorithm>
@@ -218,10 +219,10 @@ NoteRows(uint64 n, ReadyRows layout)
 	for (uint64 i = 0; i < n; i++) {
 		bool isnull;
 		if (layout == ReadyRows::kMaybeDelayed && ColBool(i, 5)) {
-			wake::NoteDelayed(DatumGetTimestampTz(Col(i, 6, &isnull)));
+			next_due::NoteDelayed(DatumGetTimestampTz(Col(i, 6, &isnull)));
 			continue;
 		}
-		wake::NoteReady(ColText(i, 1), ColText(i, 2), wake::KeyOf(DatumGetInt32(Col(i, 3, &isnull)), ColInt64(i, 4)));
+		wake::NoteReady(ColText(i, 1), ColText(i, 2), pick_hint::KeyOf(DatumGetInt32(Col(i, 3, &isnull)), ColInt64(i, 4)));
 	}
 }
 

@@ -48,7 +48,7 @@ Known(Datum queue, Datum **types, int *ntypes)
 	for (Entry &e : entries) {
 		if (!Holds(e, flat))
 			continue;
-		if (!wake::NothingReadyBelow(wake::PickKey{INT64_MAX, INT64_MAX}, e.gen))
+		if (!pick_hint::NothingReadyBelow(pick_hint::PickKey{INT64_MAX, INT64_MAX}, e.gen))
 			return false;
 		*types = static_cast<Datum *>(palloc(sizeof(Datum) * (e.ntypes + 1)));
 		*ntypes = e.ntypes;

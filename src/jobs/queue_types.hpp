@@ -5,7 +5,7 @@
  * the queue (pick_direct.cpp), and finding them is a descent of
  * job_live_pick_queue per type and one more. Job types appear in a queue
  * only with jobs that become READY, which moves the hint generation
- * (wake::HintGen), so while nothing did (wake::NothingReadyBelow) the
+ * (pick_hint::Gen), so while nothing did (pick_hint::NothingReadyBelow) the
  * types found before still cover every job the pickup may claim: a type
  * whose jobs all ended since costs its lane one descent for nothing, as a
  * look would. Each backend keeps a few queues' types, each list small, in

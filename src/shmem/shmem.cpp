@@ -44,6 +44,15 @@ Shared()
 	return shared;
 }
 
+DatabaseSlot *
+MySlot(SharedState *state)
+{
+	for (DatabaseSlot &s : state->slots)
+		if (s.state != SlotState::kFree && s.dboid == MyDatabaseId)
+			return &s;
+	return nullptr;
+}
+
 void
 WakeLauncher()
 {

@@ -72,6 +72,41 @@ void ShmemInit();
 /* Shared answers the shared state, or nullptr without preloading. */
 SharedState *Shared();
 
+/* MySlot answers this database's slot, nullptr when it has none; caller
+ * holds shared->lock. */
+DatabaseSlot *MySlot(SharedState *shared);
+
+/* UpdateMySlot runs update(slot) on this database's slot, if it has one,
+ * under the exclusive lock; ReadMySlot runs read(slot) under the shared
+ * lock and answers whether there was one. */
+template <typename Update>
+void
+UpdateMySlot(Update update)
+{
+	SharedState *shared = Shared();
+	if (shared == nullptr)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (DatabaseSlot *slot = MySlot(shared))
+		update(*slot);
+	LWLockRelease(shared->lock);
+}
+
+template <typename Read>
+bool
+ReadMySlot(Read read)
+{
+	SharedState *shared = Shared();
+	if (shared == nullptr)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	DatabaseSlot *slot = MySlot(shared);
+	if (slot != nullptr)
+		read(static_cast<const DatabaseSlot &>(*slot));
+	LWLockRelease(shared->lock);
+	return slot != nullptr;
+}
+
 /* WakeLauncher sets the launcher's latch (if any). Takes no lock. */
 void WakeLauncher();
 

@@ -12,8 +12,11 @@
 #include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
+#include "xact/pick_hint.hpp"
 
 namespace pqrun::wake {
+
+using pick_hint::PickKey;
 
 namespace {
 
@@ -77,7 +80,6 @@ struct Claimed {
 Claimed claimed[kMaxPending];
 int nclaimed = 0;
 int claimed_overflow_level = INT_MAX; /* claims beyond the table, from this level on */
-TimestampTz earliest_delayed = 0;
 
 /* Running jobs this transaction cancelled: their waiting heartbeats are
  * woken at its commit. */
@@ -95,46 +97,6 @@ bool all_changed = false;
 char changed_names[DatabaseState::kChangedPerCommit][DatabaseState::kChangedName];
 int changed_lens[DatabaseState::kChangedPerCommit];
 int nchanged = 0;
-
-/* Smallest pickup keys this transaction made READY (lowered into the hint at
- * COMMIT) and left READY while locking or claiming them (lowered at ABORT,
- * and at COMMIT for rows it only held). */
-constexpr PickKey kNoKey{INT64_MAX, INT64_MAX};
-PickKey ready_key = kNoKey;
-PickKey held_key = kNoKey;
-PickKey claimed_key = kNoKey;
-
-void
-KeepMin(PickKey *into, PickKey key)
-{
-	if (Less(key, *into))
-		*into = key;
-}
-
-/* MySlot answers this database's slot; caller holds shared->lock. */
-shmem::DatabaseSlot *
-MySlot(shmem::SharedState *shared)
-{
-	for (shmem::DatabaseSlot &s : shared->slots)
-		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
-			return &s;
-	return nullptr;
-}
-
-/* UpdateMySlot runs update(slot) on this database's slot, if it has one,
- * under the exclusive lock. */
-template <typename Update>
-void
-UpdateMySlot(Update update)
-{
-	shmem::SharedState *shared = shmem::Shared();
-	if (shared == nullptr)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (shmem::DatabaseSlot *slot = MySlot(shared))
-		update(*slot);
-	LWLockRelease(shared->lock);
-}
 
 /* A queue to notify at this transaction's commit, noted at transaction
  * nesting level `level` (a rollback there takes it back). NOTIFY waits for
@@ -172,8 +134,7 @@ Reset()
 	npending = 0;
 	notices = NIL; /* freed with the transaction */
 	overflow = false;
-	earliest_delayed = 0;
-	ready_key = held_key = claimed_key = kNoKey;
+	pick_hint::Forget();
 	nclaimed = 0;
 	claimed_overflow_level = INT_MAX;
 	nended = 0;
@@ -271,14 +232,6 @@ MoveQueueGens(DatabaseState &state, const Pending *pairs, int n, bool all)
 		state.queue_gen[pairs[i].queue % DatabaseState::kQueueGens]++;
 }
 
-void
-LowerHintTo(PickKey key)
-{
-	if (!Less(key, kNoKey))
-		return;
-	LowerHint(key);
-}
-
 /* WakeWaiters sets the latches of up to `count` matching, not yet woken
  * waiters of this database for each of the `n` entries of `wanted` (all of
  * them when `all`), counting the entries down. */
@@ -325,7 +278,7 @@ WakeForClaims(int level)
 	if (all)
 		claimed_overflow_level = INT_MAX;
 	if (n > 0 || all) {
-		UpdateMySlot([&](shmem::DatabaseSlot &slot) { MoveQueueGens(slot.wake, wanted, n, all); });
+		shmem::UpdateMySlot([&](shmem::DatabaseSlot &slot) { MoveQueueGens(slot.wake, wanted, n, all); });
 		WakeWaiters(wanted, n, all);
 	}
 }
@@ -342,20 +295,6 @@ Overlap(const uint32 *a, int na, const uint32 *b, int nb)
 			if (a[i] == b[j])
 				return true;
 	return false;
-}
-
-void
-LowerNextDue()
-{
-	if (earliest_delayed == 0)
-		return;
-	/* Unknown stays unknown: older delayed jobs may exist (wake.hpp). */
-	UpdateMySlot([](shmem::DatabaseSlot &slot) {
-		if (slot.wake.next_due != 0 && earliest_delayed < slot.wake.next_due)
-			slot.wake.next_due = earliest_delayed;
-	});
-	/* A waiter may be sleeping past the new due time: let one re-time. */
-	WakeWaiters(nullptr, 0, true);
 }
 
 void
@@ -380,11 +319,17 @@ FillFilter(ArrayType *array, uint32 *hashes, int *count)
 } // namespace
 
 void
+WakeAll()
+{
+	WakeWaiters(nullptr, 0, true);
+}
+
+void
 AfterPreparedEnded()
 {
 	/* Whatever the prepared transaction made READY, or READY again by
 	 * rolling back, is unknown here: every waiter looks. */
-	UpdateMySlot([](shmem::DatabaseSlot &slot) {
+	shmem::UpdateMySlot([](shmem::DatabaseSlot &slot) {
 		if (slot.wake.prepared_controls)
 			PushChanged(slot.wake, true);
 	});
@@ -392,22 +337,10 @@ AfterPreparedEnded()
 	stats::InvalidateDatabase();
 }
 
-PickKey
-KeyOf(int32 priority, int64 id)
-{
-	return PickKey{-static_cast<int64>(priority), id};
-}
-
-void
-NoteHeld(PickKey key)
-{
-	KeepMin(&held_key, key);
-}
-
 void
 NoteClaimed(PickKey key, const char *queue, const char *job_type)
 {
-	KeepMin(&claimed_key, key);
+	pick_hint::NoteClaimed(key);
 	int level = GetCurrentTransactionNestLevel();
 	Pending pair{Hash(queue), Hash(job_type), 1};
 	for (int i = 0; i < nclaimed; i++) {
@@ -422,79 +355,14 @@ NoteClaimed(PickKey key, const char *queue, const char *job_type)
 		claimed_overflow_level = Min(claimed_overflow_level, level);
 }
 
-bool
-ReadHint(PickKey *key, uint64 *gen)
-{
-	shmem::SharedState *shared = shmem::Shared();
-	if (shared == nullptr)
-		return false;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	shmem::DatabaseSlot *slot = MySlot(shared);
-	if (slot) {
-		*gen = slot->wake.hint_gen;
-		if (slot->wake.hint_set)
-			*key = PickKey{slot->wake.hint_neg_priority, slot->wake.hint_id};
-	}
-	LWLockRelease(shared->lock);
-	/* What this transaction made READY is lowered into the hint only at
-	 * COMMIT, but it may pick it up itself before that. */
-	KeepMin(key, ready_key);
-	KeepMin(key, held_key);
-	return slot != nullptr;
-}
-
-/* NoteLowered records that generation `gen` made READY a job as low as
- * `key`. */
-void
-NoteLowered(DatabaseState &state, PickKey key)
-{
-	int at = static_cast<int>(state.hint_gen % DatabaseState::kLowered);
-	state.lowered_neg_priority[at] = key.neg_priority;
-	state.lowered_id[at] = key.id;
-}
-
 void
 ResetDatabase()
 {
-	UpdateMySlot([](shmem::DatabaseSlot &slot) {
-		slot.wake.hint_set = false;
-		slot.wake.hint_gen++;
-		NoteLowered(slot.wake, PickKey{INT64_MIN, INT64_MIN});
+	shmem::UpdateMySlot([](shmem::DatabaseSlot &slot) {
+		pick_hint::ResetIn(slot.wake);
 		slot.wake.next_due = 0;
 		PushChanged(slot.wake, true);
 	});
-}
-
-void
-RaiseHint(uint64 gen, PickKey key)
-{
-	UpdateMySlot([gen, key](shmem::DatabaseSlot &slot) {
-		PickKey current{slot.wake.hint_neg_priority, slot.wake.hint_id};
-		if (slot.wake.hint_gen == gen && (!slot.wake.hint_set || Less(current, key))) {
-			slot.wake.hint_neg_priority = key.neg_priority;
-			slot.wake.hint_id = key.id;
-			slot.wake.hint_set = true;
-		}
-	});
-}
-
-/* LowerIn lowers the hint of `state` to `key`, moving its generation. */
-void
-LowerIn(DatabaseState &state, PickKey key)
-{
-	state.hint_gen++;
-	NoteLowered(state, key);
-	PickKey current{state.hint_neg_priority, state.hint_id};
-	if (state.hint_set && Less(key, current)) {
-		state.hint_neg_priority = key.neg_priority;
-		state.hint_id = key.id;
-	}
-}
-
-void
-LowerHint(PickKey key)
-{
-	UpdateMySlot([key](shmem::DatabaseSlot &slot) { LowerIn(slot.wake, key); });
 }
 
 void
@@ -509,52 +377,17 @@ QueueGens(const char *const *queues, int n, uint64 *gens)
 	for (int i = 0; i < n; i++)
 		hashes[i] = Hash(queues[i]) % DatabaseState::kQueueGens;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	if (shmem::DatabaseSlot *slot = MySlot(shared))
+	if (shmem::DatabaseSlot *slot = shmem::MySlot(shared))
 		for (int i = 0; i < n; i++)
 			gens[i] = slot->wake.queue_gen[hashes[i]];
 	LWLockRelease(shared->lock);
 	pfree(hashes);
 }
 
-uint64
-HintGen()
-{
-	shmem::SharedState *shared = shmem::Shared();
-	uint64 gen = 0;
-	if (shared == nullptr)
-		return gen;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	if (shmem::DatabaseSlot *slot = MySlot(shared))
-		gen = slot->wake.hint_gen;
-	LWLockRelease(shared->lock);
-	return gen;
-}
-
-bool
-NothingReadyBelow(PickKey key, uint64 gen)
-{
-	shmem::SharedState *shared = shmem::Shared();
-	/* This transaction's own claims are not READY for it, whatever their keys. */
-	if (shared == nullptr || Less(ready_key, key) || Less(held_key, key))
-		return false;
-	bool nothing = false;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	if (shmem::DatabaseSlot *slot = MySlot(shared)) {
-		const DatabaseState &state = slot->wake;
-		nothing = state.hint_gen >= gen && state.hint_gen - gen <= static_cast<uint64>(DatabaseState::kLowered);
-		for (uint64 g = gen + 1; nothing && g <= state.hint_gen; g++) {
-			int at = static_cast<int>(g % DatabaseState::kLowered);
-			nothing = !Less(PickKey{state.lowered_neg_priority[at], state.lowered_id[at]}, key);
-		}
-	}
-	LWLockRelease(shared->lock);
-	return nothing;
-}
-
 void
 NoteReady(const char *queue, const char *job_type, PickKey key)
 {
-	KeepMin(&ready_key, key);
+	pick_hint::NoteReady(key);
 	uint32 queue_hash = Hash(queue);
 	if (pqrun_notify) {
 		/* The first queues are looked up here, so that a batch does not note
@@ -619,7 +452,7 @@ ControlsChangedSince(uint64 since, ChangedQueues *changed)
 		return kNoControlsGen;
 	uint64 gen = kNoControlsGen;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	if (shmem::DatabaseSlot *slot = MySlot(shared)) {
+	if (shmem::DatabaseSlot *slot = shmem::MySlot(shared)) {
 		const DatabaseState &state = slot->wake;
 		gen = state.controls_gen;
 		/* Every commit since `since` left its entries in the ring, unless
@@ -646,13 +479,6 @@ ControlsChangedSince(uint64 since, ChangedQueues *changed)
 	}
 	LWLockRelease(shared->lock);
 	return gen;
-}
-
-void
-NoteDelayed(TimestampTz run_after)
-{
-	if (earliest_delayed == 0 || run_after < earliest_delayed)
-		earliest_delayed = run_after;
 }
 
 bool
@@ -763,44 +589,11 @@ PrepareCheck()
 	LWLockRelease(table->lock);
 }
 
-TimestampTz
-NextDue()
-{
-	shmem::SharedState *shared = shmem::Shared();
-	if (shared == nullptr)
-		return 0;
-	TimestampTz due = 0;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (const shmem::DatabaseSlot &s : shared->slots)
-		if (s.state != shmem::SlotState::kFree && s.dboid == MyDatabaseId)
-			due = s.wake.next_due;
-	LWLockRelease(shared->lock);
-	return due;
-}
-
-void
-ReplaceNextDue(TimestampTz seen, TimestampTz due)
-{
-	UpdateMySlot([seen, due](shmem::DatabaseSlot &slot) {
-		if (slot.wake.next_due == seen)
-			slot.wake.next_due = due;
-	});
-}
-
-bool
-DelayedMayBeDue()
-{
-	TimestampTz due = NextDue();
-	return due == 0 || due <= GetCurrentTimestamp();
-}
-
 /* A rolled-back subtransaction makes its claims READY again right away. */
 void
 AtSubAbort()
 {
-	PickKey lowest = claimed_key;
-	KeepMin(&lowest, held_key);
-	LowerHintTo(lowest);
+	pick_hint::AtSubAbort();
 	int level = GetCurrentTransactionNestLevel();
 	WakeForClaims(level);
 	ListCell *lc;
@@ -841,31 +634,27 @@ void
 AtCommit()
 {
 	/* Lower the hint before waking anyone, so the woken look low enough. */
-	KeepMin(&ready_key, held_key);
-	bool lower = Less(ready_key, kNoKey);
+	bool lower = pick_hint::CommitPending();
 	if (lower || npending > 0 || overflow)
-		UpdateMySlot([lower](shmem::DatabaseSlot &slot) {
+		shmem::UpdateMySlot([lower](shmem::DatabaseSlot &slot) {
 			if (lower)
-				LowerIn(slot.wake, ready_key);
+				pick_hint::LowerAtCommit(slot.wake);
 			MoveQueueGens(slot.wake, pending, npending, overflow);
 		});
 	/* New controls (a resume, a raised limit) may let every waiter run; a
 	 * queue's keyed mark set or cleared lets none. */
 	if (controls_changed)
-		UpdateMySlot([](shmem::DatabaseSlot &slot) { PushChanged(slot.wake, all_changed); });
+		shmem::UpdateMySlot([](shmem::DatabaseSlot &slot) { PushChanged(slot.wake, all_changed); });
 	if (npending > 0 || overflow || controls_wake)
 		WakeWaiters(pending, npending, overflow || controls_wake);
 	WakeLeaseWaiters();
-	LowerNextDue();
 	Reset();
 }
 
 void
 AtAbort()
 {
-	/* Claims and locks roll back: those rows are READY again. */
-	KeepMin(&claimed_key, held_key);
-	LowerHintTo(claimed_key);
+	pick_hint::AtAbort();
 	WakeForClaims(0);
 	Reset();
 }
@@ -873,13 +662,9 @@ AtAbort()
 void
 AtPrepare()
 {
-	/* A prepared transaction commits or aborts elsewhere, later: keep the
-	 * hint from ever passing what it touched. */
-	KeepMin(&ready_key, held_key);
-	KeepMin(&ready_key, claimed_key);
-	LowerHintTo(ready_key);
+	pick_hint::AtPrepare();
 	if (controls_changed)
-		UpdateMySlot([](shmem::DatabaseSlot &slot) { slot.wake.prepared_controls = true; });
+		shmem::UpdateMySlot([](shmem::DatabaseSlot &slot) { slot.wake.prepared_controls = true; });
 	Reset();
 }
 

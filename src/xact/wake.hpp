@@ -11,53 +11,27 @@
 
 #include "pg/pg.hpp"
 #include "shmem/wake_state.hpp"
+#include "xact/pick_hint.hpp"
 
 namespace pqrun::wake {
 
-/* Pickup keys: the order of pickup, (-priority, id), ascending. */
-struct PickKey {
-	int64 neg_priority;
-	int64 id;
-};
-PickKey KeyOf(int32 priority, int64 id);
-/* Less answers whether `a` is picked up before `b`. */
-inline bool
-Less(const PickKey &a, const PickKey &b)
-{
-	return a.neg_priority < b.neg_priority || (a.neg_priority == b.neg_priority && a.id < b.id);
-}
+using pick_hint::PickKey;
 
 /* NoteReady records that a job of (queue, job_type) with pickup key `key`
- * became READY in the current transaction. */
+ * became READY in the current transaction (the pickup hint is lowered for
+ * it at its commit). */
 void NoteReady(const char *queue, const char *job_type, PickKey key);
 
-/* NoteHeld records a READY row this transaction locked without claiming it
- * (pickups skip it meanwhile); NoteClaimed a row of (queue, job_type) it
- * claimed (READY again if the transaction, or the subtransaction it was
- * claimed in, rolls back, which then wakes a waiter for it). */
-void NoteHeld(PickKey key);
+/* NoteClaimed records a row of (queue, job_type) this transaction claimed
+ * (READY again if the transaction, or the subtransaction it was claimed in,
+ * rolls back, which then wakes a waiter for it). */
 void NoteClaimed(PickKey key, const char *queue, const char *job_type);
 
-/* The pickup hint of this database: pickups start at *key, and no READY job
- * has a smaller key. ReadHint leaves *key alone while no hint is set, and
- * answers false when the database has no shared state at all. RaiseHint moves it up to `key` after an unfiltered pickup
- * that began with generation `gen`, unless a job became READY since. */
-bool ReadHint(PickKey *key, uint64 *gen);
-/* ResetDatabase forgets the hint and the next due time of this database
- * (CREATE EXTENSION: new tables, whose ids start again at 1; what was known
- * of the old ones, or of another database that had the slot, does not hold). */
+/* ResetDatabase forgets the pickup hint and the next due time of this
+ * database (CREATE EXTENSION: new tables, whose ids start again at 1; what
+ * was known of the old ones, or of another database that had the slot,
+ * does not hold), and has every copy of its controls read again. */
 void ResetDatabase();
-void RaiseHint(uint64 gen, PickKey key);
-void LowerHint(PickKey key);
-
-/* For the lanes' own hints (pick_lanes.cpp), which start a lane's scan
- * past its dead head as the pickup hint does for the pick index: HintGen
- * answers the database's hint generation now (0 without shared state);
- * NothingReadyBelow answers whether no job became READY with a pickup key
- * below `key` since generation `gen`, this transaction's own included
- * (false when that is too long ago to tell). */
-uint64 HintGen();
-bool NothingReadyBelow(PickKey key, uint64 gen);
 
 /* QueueGens sets gens[i] to a generation of queues[i] (0 without shared
  * state), all read under one lock: every commit that made one of the
@@ -97,10 +71,6 @@ struct ChangedQueues {
  * come more than once). */
 uint64 ControlsChangedSince(uint64 since, ChangedQueues *changed);
 
-/* NoteDelayed records that a job becomes runnable at `run_after` with no
- * further event, so waiters can time their next look. */
-void NoteDelayed(TimestampTz run_after);
-
 /* A registered long-poll waiter; only one per backend. */
 bool Register(ArrayType *job_types, ArrayType *queues);
 /* Unregister leaves the table; a waiter woken since its last PrepareCheck
@@ -119,21 +89,8 @@ void NoteLeaseEnded(int64 job_id);
 void PrepareCheck();
 void LookDone();
 
-/* NextDue answers when the earliest delayed job of this database falls due:
- * 0 when that is unknown (not computed since the server started), DT_NOEND
- * when there is none. It never exceeds the run_after of a committed delayed
- * job: commits that create one lower it, and it is only ever recomputed from
- * a snapshot taken after the value it replaces was read. So pickups may skip
- * promoting delayed jobs until then (only a manual UPDATE of run_after in
- * pqrun.job_live can outrun it, until the next maintenance round). */
-TimestampTz NextDue();
-
-/* ReplaceNextDue sets next_due to `due`, found by a query started after
- * NextDue() answered `seen`, unless a commit changed it meanwhile. */
-void ReplaceNextDue(TimestampTz seen, TimestampTz due);
-
-/* DelayedMayBeDue answers whether a delayed job may have fallen due. */
-bool DelayedMayBeDue();
+/* WakeAll sets the latch of every waiter of this database. */
+void WakeAll();
 
 /* AfterPreparedEnded follows a COMMIT PREPARED or ROLLBACK PREPARED in this
  * database: waiters are woken and the queue counters recounted, since the
@@ -142,7 +99,7 @@ void AfterPreparedEnded();
 
 /* The end of the transaction and of subtransactions (hooks.cpp calls them,
  * after stats' own): BeforeCommit sends the NOTIFYs; AtCommit lowers the
- * pickup hint and wakes waiters for what became READY; AtAbort and
+ * pickup hint (pick_hint.hpp) and wakes waiters for what became READY; AtAbort and
  * AtSubAbort wake them for claims that rolled back; AtSubCommit hands a
  * subtransaction's notes to its parent; AtPrepare keeps the hint below
  * what a prepared transaction touched. */
