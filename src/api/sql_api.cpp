@@ -163,7 +163,7 @@ PickUpCall(FunctionCallInfo fcinfo, ArrayType *job_types, ArrayType *queues, int
 		RaiseInvalid("wait must not be negative");
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
 	Connect();
-	jobs::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, WaitMs(wait), rsinfo->setResult,
+	jobs::PickUp(PG_GETARG_TEXT_PP(0), PickFilter{job_types, queues}, batch_size, WaitMs(wait), rsinfo->setResult,
 	              rsinfo->setDesc);
 	Finish();
 	return Datum(0);
@@ -259,7 +259,7 @@ PQRUN_FUNCTION(pqrun_mark_done_and_pickup)
 	 * claimed. The pickup never waits, so the finish is never held back. */
 	if (job_ids)
 		jobs::MarkDoneEach(job_ids, lease_tokens, results);
-	jobs::PickUp(PG_GETARG_TEXT_PP(0), job_types, queues, batch_size, 0, rsinfo->setResult, rsinfo->setDesc);
+	jobs::PickUp(PG_GETARG_TEXT_PP(0), PickFilter{job_types, queues}, batch_size, 0, rsinfo->setResult, rsinfo->setDesc);
 	Finish();
 	return Datum(0);
 }
@@ -459,7 +459,7 @@ PQRUN_FUNCTION(pqrun_await_jobs)
 
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "pqrun: SPI_connect failed");
-	bool ready = jobs::AwaitJobs(job_types, queues, WaitMs(wait));
+	bool ready = jobs::AwaitJobs(PickFilter{job_types, queues}, WaitMs(wait));
 	Finish();
 	Datum value = BoolGetDatum(ready);
 	bool isnull = false;

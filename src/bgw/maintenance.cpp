@@ -453,7 +453,7 @@ RunLive()
 	StoreCursors(citus::ShardOf(), at);
 	stats::Rescued(counts.reaped, counts.orphaned);
 
-	counts.promoted = static_cast<int64>(PromoteDue(nullptr, nullptr, 1000));
+	counts.promoted = static_cast<int64>(PromoteDue(PickFilter{}, 1000));
 	/* Pickups skip promoting until then (wake.hpp). */
 	LearnNextDue(next_due::Read());
 	/* Backstop for the pickup hint: whatever became READY without telling

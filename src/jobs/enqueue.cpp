@@ -576,4 +576,4 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 		MemoryContextDelete(context);
 }
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

@@ -414,4 +414,4 @@ MarkDoneEach(ArrayType *job_ids, ArrayType *lease_tokens, ArrayType *results)
 	return list.n;
 }
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

@@ -171,7 +171,7 @@ NamesOf(Name name, int *count = nullptr)
 using namespace detail;
 
 bool
-PrepareLook(ArrayType *job_types, ArrayType *queues, int32 want)
+PrepareLook(const PickFilter &filter, int32 want)
 {
 	limited_look = skipped = held_back = false;
 	next_token_at = 0;
@@ -183,7 +183,7 @@ PrepareLook(ArrayType *job_types, ArrayType *queues, int32 want)
 	EnsureCache();
 	bool applies = false;
 	counted_applies = false;
-	Filter types(ncontrols > 0 ? job_types : nullptr), names(ncontrols > 0 ? queues : nullptr);
+	Filter types(ncontrols > 0 ? filter.job_types : nullptr), names(ncontrols > 0 ? filter.queues : nullptr);
 	lane_queues = static_cast<const char **>(palloc(sizeof(char *) * (ncontrols + 1)));
 	for (int i = 0; i < ncontrols; i++) {
 		Control &c = controls[i];

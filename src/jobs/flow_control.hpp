@@ -42,6 +42,7 @@
 #pragma once
 
 #include "pg/pg.hpp"
+#include "jobs/pick_filter.hpp"
 #include "shmem/shmem.hpp"
 
 namespace pqrun::flow_control {
@@ -60,7 +61,7 @@ constexpr int32 kMaxRateWeight = 1000000;
  * limits the look may claim from, and refreshes those without room for
  * `want`. Answers whether any control of the database applies to it; when
  * not, Blocked and Reserve need not be called. SPI must be connected. */
-bool PrepareLook(ArrayType *job_types, ArrayType *queues, int32 want);
+bool PrepareLook(const PickFilter &filter, int32 want);
 
 /* Blocked answers whether a job of (queue, job_type) may not be claimed now:
  * its queue is paused or one of its limits is full. A hint for skipping a

@@ -126,4 +126,4 @@ Purge(const Interval *older_than, const char *statuses_literal)
 	return NoteRemoved(Exec(stmts::kPurge, values, nullptr, SPI_OK_SELECT));
 }
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

@@ -148,6 +148,10 @@ spi::Statement kLockPickQueues{"lock pick by queue", LOCK_PICK("AND queue = ANY 
 spi::Statement kLockPickTypesQueues{"lock pick by type and queue",
                                     LOCK_PICK("AND job_type = ANY ($3) AND queue = ANY ($4)"), PICK_ARGS};
 
+/* The pick for a filter: [locking][by job type][by queue]. */
+spi::Statement *const kPicks[2][2][2] = {{{&kPick, &kPickQueues}, {&kPickTypes, &kPickTypesQueues}},
+                                         {{&kLockPick, &kLockPickQueues}, {&kLockPickTypes, &kLockPickTypesQueues}}};
+
 } // namespace stmts
 
 using namespace spi;
@@ -164,10 +168,10 @@ struct ClaimReceiver {
 	DestReceiver pub; /* first: the executor sees only this */
 	Tuplestorestate *out;
 	TupleDesc out_desc;
-	Claims *locked;     /* the claims gathered, when given */
-	int capacity;       /* room in `locked` */
+	Claims *locked;          /* the claims gathered, when given */
+	int capacity;            /* room in `locked` */
 	pick_hint::PickKey last; /* pickup key of the last row */
-	bool gated;         /* controls apply: each claim takes its places (flow_control.hpp) */
+	bool gated;              /* controls apply: each claim takes its places (flow_control.hpp) */
 };
 
 /* Grow doubles the room in `c` from `capacity` entries. */
@@ -227,7 +231,7 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 }
 
 } // namespace
-} // namespace pqrun::queue
+} // namespace pqrun::jobs
 
 extern "C" {
 
@@ -256,14 +260,62 @@ pqrun_claim_shutdown(DestReceiver *self)
 namespace pqrun::jobs {
 namespace {
 
-/* SetBlocked fills the two arguments of a pick statement that name the
- * blocked queues and (queue, job_type) pairs: NULL unless `gated`. */
-void
-SetBlocked(bool gated, Datum *values, char *nulls)
+/* An array argument: its value and whether it is NULL. */
+Datum
+ArrayArg(const ArrayType *array)
 {
-	values[0] = gated ? flow_control::BlockedQueues() : Datum(0);
-	values[1] = gated ? flow_control::BlockedPairs() : Datum(0);
-	nulls[0] = nulls[1] = gated ? ' ' : 'n';
+	return PointerGetDatum(array);
+}
+char
+NullIf(bool null)
+{
+	return null ? 'n' : ' ';
+}
+
+/* What a pick statement (PICK, LOCK_PICK, PICK_ARGS) and the direct pick
+ * and lanes are asked, by name. */
+struct PickArgs {
+	Datum worker; /* text */
+	int32 batch_size;
+	PickFilter filter;
+	pick_hint::PickKey start;
+	TimestampTz at;       /* the claims' time */
+	Datum blocked_queues; /* flow_control::BlockedQueues, Datum(0): none */
+	Datum blocked_pairs;  /* flow_control::BlockedPairs, Datum(0): none */
+
+	/* SetBlocked names the blocked queues and pairs of the look: none
+	 * unless `gated`. */
+	void SetBlocked(bool gated)
+	{
+		blocked_queues = gated ? flow_control::BlockedQueues() : Datum(0);
+		blocked_pairs = gated ? flow_control::BlockedPairs() : Datum(0);
+	}
+
+	/* Bind sets a pick statement's parameters $1 to $9. */
+	void Bind(Datum values[9], char nulls[10]) const
+	{
+		const Datum v[9] = {worker,
+		                    Int32GetDatum(batch_size),
+		                    ArrayArg(filter.job_types),
+		                    ArrayArg(filter.queues),
+		                    Int64GetDatum(start.neg_priority),
+		                    Int64GetDatum(start.id),
+		                    TimestampTzGetDatum(at),
+		                    blocked_queues,
+		                    blocked_pairs};
+		const char n[10] = {' ', ' ', NullIf(filter.job_types == nullptr), NullIf(filter.queues == nullptr),  ' ',
+		                    ' ', ' ', NullIf(blocked_queues == Datum(0)),  NullIf(blocked_pairs == Datum(0)), '\0'};
+		memcpy(values, v, sizeof(v));
+		memcpy(nulls, n, sizeof(n));
+	}
+};
+
+/* PickStatement answers the pick for `filter`, a locking one when
+ * `locking`. */
+spi::Statement &
+PickStatement(const PickFilter &filter, bool locking)
+{
+	return *stmts::kPicks[locking][filter.job_types != nullptr][filter.queues != nullptr];
 }
 
 /* StartClaims readies `receiver` to take a pick's rows into `out`,
@@ -298,7 +350,7 @@ StartClaims(ClaimReceiver *receiver, Tuplestorestate *out, TupleDesc out_desc, C
  * claimed and, in `last` when given, the pickup key of the last one. A
  * locking pick is made by pick_direct.hpp unless it declines. */
 uint64
-PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *receiver, pick_hint::PickKey *last)
+PickInto(spi::Statement &stmt, const PickArgs &args, ClaimReceiver *receiver, pick_hint::PickKey *last)
 {
 	Claims *locked = receiver->locked;
 	int before = locked ? locked->count : 0;
@@ -306,13 +358,7 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *
 	uint64 n = 0;
 	bool direct = false;
 	if (locked) {
-		pick_direct::Request request{values[0],
-		                             DatumGetInt32(values[1]),
-		                             nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]),
-		                             nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]),
-		                             {DatumGetInt64(values[4]), DatumGetInt64(values[5])},
-		                             DatumGetTimestampTz(values[6]),
-		                             receiver->gated};
+		pick_direct::Request request{args.worker, args.batch_size, args.filter, args.start, args.at, receiver->gated};
 		direct = pick_direct::Pick(
 		    request, receiver->out_desc,
 		    [](void *r, const Datum *row, const bool *row_nulls) {
@@ -320,8 +366,12 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *
 		    },
 		    receiver, &n);
 	}
-	if (!direct)
+	if (!direct) {
+		Datum values[9];
+		char nulls[10];
+		args.Bind(values, nulls);
 		n = ExecInto(stmt, values, nulls, &receiver->pub);
+	}
 	if (direct && static_cast<uint64>(locked->count - before) != n)
 		elog(ERROR, "pqrun: pickup locked %llu jobs but received %d", (unsigned long long)n, locked->count - before);
 	/* A locking statement's rows include those a full limit turned away. */
@@ -332,17 +382,12 @@ PickInto(spi::Statement &stmt, Datum *values, const char *nulls, ClaimReceiver *
 	return n;
 }
 
-/* PickLanes claims up to `want` jobs with concurrency keys into
- * `receiver` (a locking pick's), for the pick arguments `values`. */
+/* PickLanes claims up to `want` jobs with concurrency keys of `args`
+ * into `receiver` (a locking pick's). */
 uint64
-PickLanes(const Datum *values, const char *nulls, int32 want, ClaimReceiver *receiver)
+PickLanes(const PickArgs &args, int32 want, ClaimReceiver *receiver)
 {
-	pick_lanes::Request request{values[0],
-	                            want,
-	                            nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]),
-	                            nulls[8] == 'n' ? Datum(0) : values[8],
-	                            DatumGetTimestampTz(values[6]),
-	                            receiver->gated};
+	pick_lanes::Request request{args.worker, want, args.filter, args.blocked_pairs, args.at, receiver->gated};
 	pick_lanes::Receiver to{&receiver->pub,
 	                        [](void *r, const Datum *row, const bool *row_nulls) {
 		                        return ReceiveClaim(static_cast<ClaimReceiver *>(r), row, row_nulls);
@@ -401,8 +446,8 @@ pick_hint::PickKey
 HintOf(const spi::Statement &stmt, const char *filters, Size len, pick_hint::PickKey start)
 {
 	const FilterHint &h = filter_hint;
-	if (h.stmt == &stmt && h.filters_len == len && memcmp(h.filters, filters, len) == 0 && pick_hint::Less(start, h.key) &&
-	    pick_hint::NothingReadyBelow(h.key, h.gen))
+	if (h.stmt == &stmt && h.filters_len == len && memcmp(h.filters, filters, len) == 0 &&
+	    pick_hint::Less(start, h.key) && pick_hint::NothingReadyBelow(h.key, h.gen))
 		return h.key;
 	return start;
 }
@@ -432,30 +477,28 @@ KeepHint(const spi::Statement &stmt, const char *filters, Size len, pick_hint::P
  * Jobs with concurrency keys (a locking pick's only) are claimed from
  * their lanes before or after the others, by turns. */
 uint64
-ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc, bool waited,
-          bool will_wait, bool gated, Claims *locked = nullptr)
+ClaimOnce(spi::Statement &stmt, PickArgs &args, Tuplestorestate *out, TupleDesc out_desc, bool waited, bool will_wait,
+          bool gated, Claims *locked = nullptr)
 {
-	int32 batch_size = DatumGetInt32(values[1]);
-	ArrayType *job_types = nulls[2] == 'n' ? nullptr : DatumGetArrayTypeP(values[2]);
-	ArrayType *queues = nulls[3] == 'n' ? nullptr : DatumGetArrayTypeP(values[3]);
+	int32 batch_size = args.batch_size;
 	if (!waited && !will_wait && (citus::InShards() || next_due::MayBeDue()))
-		PromoteDue(job_types, queues, batch_size);
-	values[6] = TimestampTzGetDatum(waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp());
+		PromoteDue(args.filter, batch_size);
+	args.at = waited ? GetCurrentTimestamp() : GetCurrentTransactionStartTimestamp();
 	ClaimReceiver receiver;
 	StartClaims(&receiver, out, out_desc, locked, gated);
 	const char *const *lane_queues;
 	bool lanes = locked != nullptr && flow_control::LaneQueues(&lane_queues) > 0;
 	static bool lanes_first = false;
 	lanes_first = lanes && !lanes_first;
-	uint64 n = lanes_first ? PickLanes(values, nulls, batch_size, &receiver) : 0;
+	uint64 n = lanes_first ? PickLanes(args, batch_size, &receiver) : 0;
 
 	/* Where lanes hold the work, the pick index is often empty: after an
 	 * unfiltered pick there found nothing and passed over nothing held back,
 	 * it is not looked at again until a job becomes READY somewhere. */
 	static Oid empty_db = InvalidOid;
 	static uint64 empty_gen = 0;
-	bool index_empty =
-	    lanes && empty_db == MyDatabaseId && pick_hint::NothingReadyBelow(pick_hint::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
+	bool index_empty = lanes && empty_db == MyDatabaseId &&
+	                   pick_hint::NothingReadyBelow(pick_hint::PickKey{INT64_MAX, INT64_MAX}, empty_gen);
 	if (n < static_cast<uint64>(batch_size) && !index_empty) {
 		/* Start at the pickup hint, past the dead entries at the head of the
 		 * index that vacuum may not be allowed to remove yet. */
@@ -465,21 +508,22 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		bool hinted = !citus::InShards() && pick_hint::Read(&start, &gen);
 		/* The pick's filter: its job types and queues, and the blocked
 		 * queues and pairs it leaves out. */
-		bool filtered = &stmt != &stmts::kPick && &stmt != &stmts::kLockPick;
-		const ArrayType *blocked_queues = nulls[7] == 'n' ? nullptr : DatumGetArrayTypeP(values[7]);
-		const ArrayType *blocked_pairs = nulls[8] == 'n' ? nullptr : DatumGetArrayTypeP(values[8]);
-		filtered = filtered || blocked_queues != nullptr || blocked_pairs != nullptr;
+		const ArrayType *blocked_queues =
+		    args.blocked_queues == Datum(0) ? nullptr : DatumGetArrayTypeP(args.blocked_queues);
+		const ArrayType *blocked_pairs =
+		    args.blocked_pairs == Datum(0) ? nullptr : DatumGetArrayTypeP(args.blocked_pairs);
+		bool filtered = !args.filter.Any() || blocked_queues != nullptr || blocked_pairs != nullptr;
 		char *filters = nullptr;
 		Size filters_len =
-		    filtered ? FiltersOf({job_types, queues, blocked_queues, blocked_pairs}, &filters) : 0;
+		    filtered ? FiltersOf({args.filter.job_types, args.filter.queues, blocked_queues, blocked_pairs}, &filters)
+		             : 0;
 		if (hinted && filtered)
 			start = HintOf(stmt, filters, filters_len, start);
-		values[4] = Int64GetDatum(start.neg_priority);
-		values[5] = Int64GetDatum(start.id);
-		values[1] = Int32GetDatum(batch_size - static_cast<int32>(n));
+		PickArgs pick = args;
+		pick.start = start;
+		pick.batch_size = batch_size - static_cast<int32>(n);
 		pick_hint::PickKey last;
-		uint64 picked = PickInto(stmt, values, nulls, &receiver, &last);
-		values[1] = Int32GetDatum(batch_size);
+		uint64 picked = PickInto(stmt, pick, &receiver, &last);
 		/* Everything a pickup passed on its way to its last claim is
 		 * claimed, dead or held by someone whose rollback lowers the hint
 		 * again, or not of its filter; unless it passed over jobs its
@@ -496,21 +540,27 @@ ClaimOnce(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestat
 		n += picked;
 	}
 	if (lanes && !lanes_first && n < static_cast<uint64>(batch_size))
-		n += PickLanes(values, nulls, batch_size - static_cast<int32>(n), &receiver);
+		n += PickLanes(args, batch_size - static_cast<int32>(n), &receiver);
 
 	/* Nothing promoted left: take delayed jobs that fell due since the last
 	 * maintenance round. */
 	if (n < static_cast<uint64>(batch_size)) {
-		Datum due_values[6] = {values[0],
+		Datum due_values[6] = {args.worker,
 		                       Int32GetDatum(batch_size - static_cast<int32>(n)),
-		                       values[2],
-		                       values[3],
+		                       ArrayArg(args.filter.job_types),
+		                       ArrayArg(args.filter.queues),
 		                       TimestampTzGetDatum(GetCurrentTimestamp()),
 		                       gated ? flow_control::ControlledQueues() : Datum(0)};
-		char due_nulls[7] = {' ', ' ', nulls[2], nulls[3], ' ', gated ? ' ' : 'n', '\0'};
+		char due_nulls[7] = {' ',
+		                     ' ',
+		                     NullIf(args.filter.job_types == nullptr),
+		                     NullIf(args.filter.queues == nullptr),
+		                     ' ',
+		                     NullIf(!gated),
+		                     '\0'};
 		ClaimReceiver due_receiver;
 		StartClaims(&due_receiver, out, out_desc, nullptr, gated);
-		n += PickInto(stmts::kPickDue, due_values, due_nulls, &due_receiver, nullptr);
+		n += ExecInto(stmts::kPickDue, due_values, due_nulls, &due_receiver.pub);
 	}
 	return n;
 }
@@ -548,13 +598,13 @@ SleepMs(bool registered, TimestampTz deadline, long look_ms)
 /* ClaimAndDefer is ClaimOnce for a locking `stmt`, leaving the claims of
  * the jobs it locked to deferred_claims.hpp. */
 uint64
-ClaimAndDefer(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-              bool waited, bool will_wait, bool gated, const text *worker_id)
+ClaimAndDefer(spi::Statement &stmt, PickArgs &args, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+              bool will_wait, bool gated)
 {
 	Claims locked{0, nullptr, nullptr, nullptr, nullptr};
-	uint64 n = ClaimOnce(stmt, values, nulls, out, out_desc, waited, will_wait, gated, &locked);
+	uint64 n = ClaimOnce(stmt, args, out, out_desc, waited, will_wait, gated, &locked);
 	/* After the last statement of this pickup, which would write them. */
-	deferred_claims::Defer(locked, DatumGetTimestampTz(values[6]), text_to_cstring(worker_id));
+	deferred_claims::Defer(locked, args.at, TextDatumGetCString(args.worker));
 	return n;
 }
 
@@ -568,8 +618,8 @@ ClaimAndDefer(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestore
  * row locked by a subtransaction and updated by its parent carries a
  * MultiXact (one per claim of a waiting worker, 0.15.0). */
 uint64
-ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuplestorestate *out, TupleDesc out_desc,
-                   bool waited, bool defer, bool gated, const text *worker_id)
+ClaimBeforeWaiting(spi::Statement &stmt, PickArgs &args, Tuplestorestate *out, TupleDesc out_desc, bool waited,
+                   bool defer, bool gated)
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -578,8 +628,8 @@ ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuple
 	MemoryContextSwitchTo(context);
 	PG_TRY();
 	{
-		n = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, waited, true, gated, worker_id)
-		          : ClaimOnce(stmt, values, nulls, out, out_desc, waited, true, gated);
+		n = defer ? ClaimAndDefer(stmt, args, out, out_desc, waited, true, gated)
+		          : ClaimOnce(stmt, args, out, out_desc, waited, true, gated);
 		if (n > 0 && defer)
 			deferred_claims::WriteAll();
 	}
@@ -619,10 +669,10 @@ ClaimBeforeWaiting(spi::Statement &stmt, Datum *values, const char *nulls, Tuple
  * look hands on (claims, rows) is copied where it outlives it. */
 template <typename Look, typename BeforeSleep>
 void
-LongPoll(ArrayType *job_types, ArrayType *queues, int64 wait_ms, Look look, BeforeSleep before_sleep)
+LongPoll(const PickFilter &filter, int64 wait_ms, Look look, BeforeSleep before_sleep)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-	bool registered = wake::Register(job_types, queues);
+	bool registered = wake::Register(filter);
 	volatile bool found = false;
 	MemoryContext look_context = AllocSetContextCreate(CurrentMemoryContext, "pqrun look", ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();
@@ -667,10 +717,10 @@ EnterQueues(ArrayType *queues)
 	if (!citus::JobTablesDistributed())
 		return;
 	if (queues == nullptr)
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("on Citus, a pickup names its queues"),
-		                errdetail("pqrun's tables are distributed by queue; a pickup works on the shards of its queues."),
-		                errhint("Pass queues => ARRAY[...], queues whose shards are on this node.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("on Citus, a pickup names its queues"),
+		         errdetail("pqrun's tables are distributed by queue; a pickup works on the shards of its queues."),
+		         errhint("Pass queues => ARRAY[...], queues whose shards are on this node.")));
 	Datum *elems;
 	bool *nulls;
 	int n;
@@ -698,7 +748,7 @@ LearnNextDue(TimestampTz seen)
 }
 
 uint64
-PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms, Tuplestorestate *out,
+PickUp(text *worker_id, const PickFilter &filter, int32 batch_size, int64 wait_ms, Tuplestorestate *out,
        TupleDesc out_desc)
 {
 	/* Its snapshot could never show a job committed during the wait. */
@@ -708,46 +758,34 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 		         errdetail("Under REPEATABLE READ or SERIALIZABLE its snapshot cannot see jobs committed while "
 		                   "it waits."),
 		         errhint("Pick up without wait, or wait with CALL pqrun.await_jobs() outside the transaction.")));
-	EnterQueues(queues);
-	Datum values[9] = {PointerGetDatum(worker_id),
-	                   Int32GetDatum(batch_size),
-	                   PointerGetDatum(job_types),
-	                   PointerGetDatum(queues),
-	                   Datum(0),
-	                   Datum(0),
-	                   Datum(0),
-	                   Datum(0),
-	                   Datum(0)};
-	char nulls[10] = {' ', ' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', ' ', ' ', 'n', 'n', '\0'};
+	EnterQueues(filter.queues);
+	PickArgs args{PointerGetDatum(worker_id), batch_size, filter, {0, 0}, 0, Datum(0), Datum(0)};
 	/* Each look first learns what the controls allow; when a limit or a
 	 * rate limit applies, the pick only locks, so a job whose limit filled
 	 * meanwhile can be passed over (flow_control.hpp). Pauses alone are
 	 * left out whole by the pick's filter of blocked queues. */
 	bool defer, gated;
 	auto gate = [&]() -> spi::Statement & {
-		gated = flow_control::PrepareLook(job_types, queues, batch_size);
-		SetBlocked(gated, &values[7], &nulls[7]);
+		gated = flow_control::PrepareLook(filter, batch_size);
+		args.SetBlocked(gated);
 		/* Keyed jobs are claimed by locking picks only (pick_lanes.hpp). */
 		const char *const *lane_queues;
 		defer = deferred_claims::ShouldDefer() || (gated && !flow_control::PausesOnly()) ||
 		        flow_control::LaneQueues(&lane_queues) > 0;
-		return defer ? (job_types ? (queues ? stmts::kLockPickTypesQueues : stmts::kLockPickTypes)
-		                          : (queues ? stmts::kLockPickQueues : stmts::kLockPick))
-		             : (job_types ? (queues ? stmts::kPickTypesQueues : stmts::kPickTypes)
-		                          : (queues ? stmts::kPickQueues : stmts::kPick));
+		return PickStatement(filter, defer);
 	};
 	bool claims_only = pickup_commit::ClaimsOnlySoFar();
 	uint64 claimed = 0;
 	if (wait_ms <= 0) {
 		spi::Statement &stmt = gate();
-		claimed = defer ? ClaimAndDefer(stmt, values, nulls, out, out_desc, false, false, gated, worker_id)
-		                : ClaimOnce(stmt, values, nulls, out, out_desc, false, false, gated);
+		claimed = defer ? ClaimAndDefer(stmt, args, out, out_desc, false, false, gated)
+		                : ClaimOnce(stmt, args, out, out_desc, false, false, gated);
 	} else {
 		LongPoll(
-		    job_types, queues, wait_ms,
+		    filter, wait_ms,
 		    [&](bool waited) {
 			    spi::Statement &stmt = gate();
-			    claimed = ClaimBeforeWaiting(stmt, values, nulls, out, out_desc, waited, defer, gated, worker_id);
+			    claimed = ClaimBeforeWaiting(stmt, args, out, out_desc, waited, defer, gated);
 			    return claimed > 0;
 		    },
 		    [] {});
@@ -757,24 +795,27 @@ PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_siz
 }
 
 bool
-AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
+AwaitJobs(const PickFilter &filter, int64 wait_ms)
 {
 	bool ready = false;
 	LongPoll(
-	    job_types, queues, wait_ms,
+	    filter, wait_ms,
 	    [&](bool) {
-		    EnterQueues(queues); /* again after each commit */
-		    Datum values[5] = {PointerGetDatum(job_types), PointerGetDatum(queues),
-		                       TimestampTzGetDatum(GetCurrentTimestamp()), Datum(0), Datum(0)};
-		    char nulls[6] = {job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', 'n', 'n', '\0'};
-		    bool gated = flow_control::PrepareLook(job_types, queues, 1);
-		    SetBlocked(gated, &values[3], &nulls[3]);
+		    EnterQueues(filter.queues); /* again after each commit */
+		    bool gated = flow_control::PrepareLook(filter, 1);
+		    PickArgs args{Datum(0), 1, filter, {INT64_MIN, INT64_MIN}, 0, Datum(0), Datum(0)};
+		    args.SetBlocked(gated);
+		    /* kReadyExists and kDueExists: the filter, the clock, the
+		     * blocked queues and pairs. */
+		    Datum values[5] = {ArrayArg(filter.job_types), ArrayArg(filter.queues),
+		                       TimestampTzGetDatum(GetCurrentTimestamp()), args.blocked_queues, args.blocked_pairs};
+		    char nulls[6] = {NullIf(filter.job_types == nullptr),     NullIf(filter.queues == nullptr),       ' ',
+		                     NullIf(args.blocked_queues == Datum(0)), NullIf(args.blocked_pairs == Datum(0)), '\0'};
 		    /* A filtered look reads its own lanes only (pick_direct.hpp). */
-		    pick_hint::PickKey start{INT64_MIN, INT64_MIN};
 		    uint64 gen;
 		    if (!citus::InShards())
-			    (void)pick_hint::Read(&start, &gen);
-		    pick_direct::Request request{Datum(0), 1, job_types, queues, start, 0, gated};
+			    (void)pick_hint::Read(&args.start, &gen);
+		    pick_direct::Request request{Datum(0), 1, filter, args.start, 0, gated};
 		    bool lanes_ready = false;
 		    bool by_lanes = pick_direct::AnyReady(request, &lanes_ready);
 		    /* await_jobs runs as its caller (it commits, so it cannot be
@@ -784,7 +825,7 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 		    ready = lanes_ready;
 		    if (!ready) {
 			    Exec(by_lanes ? stmts::kDueExists : stmts::kReadyExists, values, nulls, SPI_OK_SELECT);
-			    ready = ColBool(0, 1) || pick_lanes::Ready(job_types);
+			    ready = ColBool(0, 1) || pick_lanes::Ready(filter);
 		    }
 		    guc::Unpin(nest_level);
 		    return ready;
@@ -797,14 +838,14 @@ AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms)
 /* PromoteDue makes delayed jobs whose run_after has passed (by the clock,
  * not the transaction start, so a long poll sees them fall due) runnable. */
 uint64
-PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit)
+PromoteDue(const PickFilter &filter, int32 limit)
 {
-	Datum values[4] = {TimestampTzGetDatum(GetCurrentTimestamp()), PointerGetDatum(job_types), PointerGetDatum(queues),
+	Datum values[4] = {TimestampTzGetDatum(GetCurrentTimestamp()), ArrayArg(filter.job_types), ArrayArg(filter.queues),
 	                   Int32GetDatum(limit)};
-	char nulls[5] = {' ', job_types ? ' ' : 'n', queues ? ' ' : 'n', ' ', '\0'};
+	char nulls[5] = {' ', NullIf(filter.job_types == nullptr), NullIf(filter.queues == nullptr), ' ', '\0'};
 	uint64 n = Exec(stmts::kPromoteDue, values, nulls, SPI_OK_UPDATE_RETURNING);
 	NoteRows(n, ReadyRows::kReady);
 	return n;
 }
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

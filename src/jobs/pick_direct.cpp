@@ -367,7 +367,7 @@ TryClaim(Relation live, ItemPointerData tid, Snapshot snapshot, TupleTableSlot *
 uint64
 LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Snapshot snapshot, Emit emit, void *arg)
 {
-	Filter types(r.job_types), queues(r.queues);
+	Filter types(r.filter.job_types), queues(r.filter.queues);
 	ScanKeyData key, members[2];
 	StartKey(r.start, &key, members);
 	IndexScanDesc scan = compat::IndexBeginScan(live, index, snapshot, 1);
@@ -579,7 +579,7 @@ uint64
 LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, Snapshot snapshot,
                  Emit emit, void *arg, bool hinted, bool memo, uint64 gen)
 {
-	Filter types(r.job_types), queues(r.queues);
+	Filter types(r.filter.job_types), queues(r.filter.queues);
 	FilterLanes f = OpenLanes(live, index, by_queue, l, r, types, queues, hinted, memo, gen);
 	TupleTableSlot *locked = table_slot_create(live, nullptr);
 	uint64 n = 0;
@@ -625,10 +625,10 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	Relation index = nullptr;
 	/* A filtered pickup takes the lanes of its filter where they are
 	 * pqrun's (0.16.0 on), else the pick index as an unfiltered one. */
-	bool by_queue = request.queues != nullptr;
+	bool by_queue = request.filter.queues != nullptr;
 	bool lanes = false;
 	if (FindLayout(live, out_desc, &layout)) {
-		if (request.job_types != nullptr || request.queues != nullptr)
+		if (request.filter.job_types != nullptr || request.filter.queues != nullptr)
 			lanes = (index = OpenFilterIndex(namespace_id, live, layout, by_queue)) != nullptr;
 		if (index == nullptr)
 			index = OpenPickIndex(namespace_id, live, layout);
@@ -664,7 +664,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 bool
 AnyReady(const Request &request, bool *ready)
 {
-	if (request.job_types == nullptr && request.queues == nullptr)
+	if (request.filter.job_types == nullptr && request.filter.queues == nullptr)
 		return false;
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Tables tables;
@@ -672,7 +672,7 @@ AnyReady(const Request &request, bool *ready)
 		return false;
 	Relation live = tables.live;
 	Layout layout;
-	bool by_queue = request.queues != nullptr;
+	bool by_queue = request.filter.queues != nullptr;
 	Relation index = FindLayout(live, nullptr, &layout) ? OpenFilterIndex(namespace_id, live, layout, by_queue) : nullptr;
 	if (index == nullptr) {
 		tables.Close();
@@ -681,7 +681,7 @@ AnyReady(const Request &request, bool *ready)
 	bool memo = !citus::InShards();
 	uint64 gen = memo ? pick_hint::Gen() : 0; /* before the snapshot, as in Pick */
 	PushActiveSnapshot(GetTransactionSnapshot());
-	Filter types(request.job_types), queues(request.queues);
+	Filter types(request.filter.job_types), queues(request.filter.queues);
 	FilterLanes f = OpenLanes(live, index, by_queue, layout, request, types, queues, memo && !request.gated, memo, gen);
 	*ready = false;
 	for (int i = 0; i < f.count && !*ready; i++)
@@ -755,7 +755,7 @@ LaneScan::Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg,
 		return false;
 	}
 	st->request = request;
-	st->types = Filter(request.job_types);
+	st->types = Filter(request.filter.job_types);
 	st->emit = emit;
 	st->arg = arg;
 	st->taken = taken;

@@ -17,19 +17,18 @@
  */
 #pragma once
 
+#include "jobs/pick_filter.hpp"
 #include "pg/pg.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::pick_direct {
 
-/* What a pickup asks for: jobs of `job_types` and `queues` (nullptr: any),
- * from pickup key `start` on, at most `limit`, claimed at `at` by `worker`
- * (text). */
+/* What a pickup asks for: jobs of `filter`, from pickup key `start` on, at
+ * most `limit`, claimed at `at` by `worker` (text). */
 struct Request {
 	Datum worker;
 	int32 limit;
-	ArrayType *job_types;
-	ArrayType *queues;
+	PickFilter filter;
 	pick_hint::PickKey start;
 	TimestampTz at;
 	bool gated; /* flow controls apply: jobs they hold back are passed over */

@@ -375,7 +375,7 @@ Pick(const Request &r, const Receiver &to)
 	wake::QueueGens(queues, nqueues, queue_gens);
 	bool keep = !IsolationUsesXactSnapshot();
 	/* Below the executor when pick_direct.hpp can, else through SQL. */
-	pick_direct::Request direct_request{r.worker, r.want, r.job_types, nullptr, {0, 0}, r.at, r.gated};
+	pick_direct::Request direct_request{r.worker, r.want, PickFilter{r.filter.job_types, nullptr}, {0, 0}, r.at, r.gated};
 	pick_direct::LaneScan scan;
 	bool direct = scan.Open(direct_request, to.out_desc, to.emit, to.arg, to.claimed_ids, to.claimed);
 	for (int q = 0; q < nqueues && *to.claimed - before < r.want; q++) {
@@ -427,13 +427,13 @@ Pick(const Request &r, const Receiver &to)
 			    } else {
 				    Datum values[8] = {r.worker,
 				                       Int32GetDatum(1),
-				                       PointerGetDatum(r.job_types),
+				                       PointerGetDatum(r.filter.job_types),
 				                       queue,
 				                       key_text,
 				                       r.blocked_pairs,
 				                       TimestampTzGetDatum(r.at),
 				                       spi::Int8Array(*to.claimed_ids, *to.claimed)};
-				    char nulls[9] = {' ', ' ', r.job_types ? ' ' : 'n', ' ', ' ', r.blocked_pairs ? ' ' : 'n', ' ',
+				    char nulls[9] = {' ', ' ', r.filter.job_types ? ' ' : 'n', ' ', ' ', r.blocked_pairs ? ' ' : 'n', ' ',
 				                     ' ', '\0'};
 				    spi::ExecInto(stmts::kLockLane, values, nulls, to.dest);
 			    }
@@ -481,8 +481,9 @@ ShmemInit()
 }
 
 bool
-Ready(ArrayType *job_types)
+Ready(const PickFilter &filter)
 {
+	ArrayType *job_types = filter.job_types;
 	const char *const *queues;
 	int nqueues = flow_control::LaneQueues(&queues);
 	bool ready = false;

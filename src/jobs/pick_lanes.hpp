@@ -18,19 +18,20 @@
  */
 #pragma once
 
+#include "jobs/pick_filter.hpp"
 #include "pg/pg.hpp"
 #include "xact/wake.hpp"
 
 namespace pqrun::pick_lanes {
 
-/* What a pickup asks of the lanes: up to `want` jobs of `job_types`
- * (nullptr: any), none of the (queue, job_type) pairs `blocked_pairs`
+/* What a pickup asks of the lanes: up to `want` jobs of `filter`'s job
+ * types (its queues are the keyed ones flow_control::LaneQueues gives), none of the (queue, job_type) pairs `blocked_pairs`
  * (flow_control::BlockedPairs, Datum(0): none), claimed at `at` by `worker`
  * (text); `gated` when flow controls apply (flow_control::PrepareLook). */
 struct Request {
 	Datum worker;
 	int32 want;
-	ArrayType *job_types;
+	PickFilter filter;
 	Datum blocked_pairs;
 	TimestampTz at;
 	bool gated;
@@ -55,8 +56,8 @@ struct Receiver {
 uint64 Pick(const Request &request, const Receiver &to);
 
 /* Ready answers whether a lane of the last PrepareLook's keyed queues holds a
- * READY job of `job_types` (nullptr: any) whose key has room (await_jobs). */
-bool Ready(ArrayType *job_types);
+ * READY job of `filter`'s job types whose key has room (await_jobs). */
+bool Ready(const PickFilter &filter);
 
 /* ShmemSize / ShmemInit size and attach the lanes' hints (hooks.cpp). */
 /* The hints of the lanes of filtered picks (pick_direct.cpp), kept beside

@@ -226,4 +226,4 @@ NoteRows(uint64 n, ReadyRows layout)
 	}
 }
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

@@ -11,6 +11,7 @@
 #include "pg/pg.hpp"
 
 #include "jobs/job_status.hpp"
+#include "jobs/pick_filter.hpp"
 
 namespace pqrun::jobs {
 
@@ -54,13 +55,13 @@ void EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc);
 
 /* PickUp claims up to batch_size runnable jobs for worker_id, waiting up to
  * wait_ms for one to appear, and appends them (as pqrun.jobs rows) to `out`. */
-uint64 PickUp(text *worker_id, ArrayType *job_types, ArrayType *queues, int32 batch_size, int64 wait_ms,
+uint64 PickUp(text *worker_id, const PickFilter &filter, int32 batch_size, int64 wait_ms,
               Tuplestorestate *out, TupleDesc out_desc);
 
 /* AwaitJobs waits up to wait_ms for a runnable job matching the filters,
  * committing before each sleep so no snapshot is held while waiting.
  * Needs a non-atomic SPI connection (CALL). */
-bool AwaitJobs(ArrayType *job_types, ArrayType *queues, int64 wait_ms);
+bool AwaitJobs(const PickFilter &filter, int64 wait_ms);
 
 /* The mark functions take a NULL lease (Datum 0 with has_lease false) to
  * skip fencing. */
@@ -103,4 +104,4 @@ bool Cancel(int64 job_id, const char *reason);
 bool Retry(int64 job_id);
 int64 Purge(const Interval *older_than, const char *statuses_literal);
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

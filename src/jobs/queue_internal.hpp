@@ -7,6 +7,7 @@
 #pragma once
 
 #include "jobs/job_status.hpp"
+#include "jobs/pick_filter.hpp"
 #include "pg/spi_plans.hpp"
 
 namespace pqrun::jobs {
@@ -61,7 +62,7 @@ void LockGroupsOf(const int64 *ids, int n);
 
 /* PromoteDue makes up to `limit` delayed jobs whose run_after has passed,
  * optionally only of the given types and queues, runnable. */
-uint64 PromoteDue(ArrayType *job_types, ArrayType *queues, int32 limit);
+uint64 PromoteDue(const PickFilter &filter, int32 limit);
 
 /* LearnNextDue looks up when the earliest delayed job falls due, records it
  * as next_due unless a commit changed that from `seen` (read before this
@@ -89,4 +90,4 @@ void FinishRunning(int64 job_id, Datum lease, bool has_lease, JobStatus status, 
  * in the future), its attempt ended with `outcome` and `error`. */
 void Requeue(int64 job_id, TimestampTz run_after, const char *error, const char *outcome);
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

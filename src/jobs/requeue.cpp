@@ -294,4 +294,4 @@ ReapStale(const Interval *default_stale_after, int64 *after)
 	return reaped;
 }
 
-} // namespace pqrun::queue
+} // namespace pqrun::jobs

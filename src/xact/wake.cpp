@@ -482,7 +482,7 @@ ControlsChangedSince(uint64 since, ChangedQueues *changed)
 }
 
 bool
-Register(ArrayType *job_types, ArrayType *queues)
+Register(const PickFilter &filter)
 {
 	int mine = MyIndex();
 	if (mine < 0)
@@ -492,8 +492,8 @@ Register(ArrayType *job_types, ArrayType *queues)
 	w.in_use = true;
 	w.dboid = MyDatabaseId;
 	w.latch = MyLatch;
-	FillFilter(job_types, w.types, &w.ntypes);
-	FillFilter(queues, w.queues, &w.nqueues);
+	FillFilter(filter.job_types, w.types, &w.ntypes);
+	FillFilter(filter.queues, w.queues, &w.nqueues);
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
 	if (!table->waiters[mine].in_use)
 		pg_atomic_fetch_add_u32(&table->waiting, 1);

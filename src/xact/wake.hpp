@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include "jobs/pick_filter.hpp"
 #include "pg/pg.hpp"
 #include "shmem/wake_state.hpp"
 #include "xact/pick_hint.hpp"
@@ -72,7 +73,7 @@ struct ChangedQueues {
 uint64 ControlsChangedSince(uint64 since, ChangedQueues *changed);
 
 /* A registered long-poll waiter; only one per backend. */
-bool Register(ArrayType *job_types, ArrayType *queues);
+bool Register(const PickFilter &filter);
 /* Unregister leaves the table; a waiter woken since its last PrepareCheck
  * that leaves without `claimed_any` passes the wake-up on. */
 void Unregister(bool claimed_any);
