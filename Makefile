@@ -71,3 +71,13 @@ format:
 
 lint:
 	clang-tidy src/*.cpp src/*/*.cpp -- -std=c++17 -Isrc -isystem $(includedir_server)
+
+# `make dist`: the PGXN release, pqrun-X.Y.Z.zip, from `git archive` of HEAD
+# (committed files only, less those .gitattributes marks export-ignore), the
+# version read from HEAD's pqrun.control so that name and contents agree.
+DIST_VERSION = $(shell git show HEAD:pqrun.control 2>/dev/null | sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p")
+EXTRA_CLEAN += $(EXTENSION)-*.zip
+.PHONY: dist
+dist:
+	@test -n "$(DIST_VERSION)" || { echo "make dist needs a git checkout with pqrun.control committed" >&2; exit 1; }
+	git archive --format=zip --prefix=$(EXTENSION)-$(DIST_VERSION)/ -o $(EXTENSION)-$(DIST_VERSION).zip HEAD
