@@ -4,12 +4,14 @@
 # Installs the packages, builds and installs the extension, creates a local
 # cluster (run by the `postgres` OS user) with pqrun preloaded, creates the
 # extension in database `pqrun_demo`, runs a short demo and leaves the server
-# running. Rerunning it reuses the cluster and starts the demo over: the
+# running, with the dashboard (web/) beside it on 127.0.0.1. Rerunning it
+# reuses the cluster and starts the demo over: the
 # extension is created anew in `pqrun_demo`, so an earlier run's jobs (a retry
 # that fell due meanwhile, say) are gone. It works from any checkout, also
 # one the `postgres` user cannot read.
 #
-# Usage: bash examples/quickstart.sh      (PQRUN_DIR, PQRUN_PORT to override)
+# Usage: bash examples/quickstart.sh
+#   (PQRUN_DIR, PQRUN_PORT, PQRUN_DASHBOARD_PORT to override)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -64,7 +66,24 @@ SELECT * FROM pqrun.jobs WHERE status = 'RUNNING' AND locked_at < now() - interv
 SELECT job_id, attempt, worker_id, outcome, error FROM pqrun.job_attempts ORDER BY job_id, attempt;
 SQL
 
+echo "== the dashboard (web/)"
+# As a role of grant_operator, after the demo made the extension anew.
+psql_demo -d pqrun_demo -qAt -c "SELECT 1 FROM pg_roles WHERE rolname = 'pqrun_dashboard'" | grep -q 1 ||
+	psql_demo -d pqrun_demo -qc "CREATE ROLE pqrun_dashboard LOGIN"
+psql_demo -d pqrun_demo -qAt -c "SELECT pqrun.grant_operator('pqrun_dashboard')" >/dev/null
+(cd web && npm ci --omit=dev --no-audit --no-fund --loglevel=error)
+[ -f "$dir/dashboard.pid" ] && kill "$(cat "$dir/dashboard.pid")" 2>/dev/null || true
+dashboard_port=${PQRUN_DASHBOARD_PORT:-5480}
+dashboard_password=$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+# Not the caller's PGOPTIONS: settings its role may not set would refuse it.
+env -u PGOPTIONS PQRUN_DASHBOARD_DATABASE_URL="postgresql://pqrun_dashboard@/pqrun_demo?host=$dir&port=$port" \
+	PQRUN_DASHBOARD_PORT=$dashboard_port PQRUN_DASHBOARD_USER=admin \
+	PQRUN_DASHBOARD_PASSWORD_HASH=$(printf '%s' "$dashboard_password" | node web/server.js --hash-password) \
+	nohup node web/server.js >"$dir/dashboard.log" 2>&1 &
+echo $! >"$dir/dashboard.pid"
+
 echo
+echo "The dashboard: http://127.0.0.1:$dashboard_port/ (user admin, password $dashboard_password; log $dir/dashboard.log)"
 echo "pqrun is running. Connect with:"
 echo "  psql -h $dir -p $port -U postgres pqrun_demo"
 echo "Stop it with:"

@@ -17,6 +17,8 @@
 # that copy's pg_regress and isolation suites against the cluster in
 # PGHOST/PGPORT, then its quickstart twice on a throwaway cluster of its own
 # with a one-second backoff, waiting for the first run's retry to fall due.
+# The second run's dashboard (web/) answers 401 without credentials and 200
+# with the password the quickstart printed.
 # As root only (the case it proves); about 40 s.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,6 +34,7 @@ home=$(mktemp -d /root/pqrun-newcomer.XXXXXX) # mode 700, owned by root
 demo=$(mktemp -d /tmp/pqrun-newcomer-demo.XXXXXX)
 checkout=$home/pqrun
 cleanup() {
+	[ -f "$demo/dashboard.pid" ] && kill "$(cat "$demo/dashboard.pid")" 2>/dev/null
 	source "$repo/test/lib/cluster.sh"
 	cluster_stop "$demo" immediate
 	rm -rf "$home" "$demo"
@@ -64,7 +67,8 @@ echo "-- pg_regress and isolation from $checkout"
 echo "-- examples/quickstart.sh twice, the first run's retry due in between"
 rmdir "$demo"
 quickstart() {
-	(cd "$checkout" && env -u PGHOST -u PGPORT PQRUN_DIR="$demo" PQRUN_PORT=54347 PGOPTIONS="-c pqrun.backoff=1s" \
+	(cd "$checkout" && env -u PGHOST -u PGPORT PQRUN_DIR="$demo" PQRUN_PORT=54347 PQRUN_DASHBOARD_PORT=54348 \
+		PGOPTIONS="-c pqrun.backoff=1s" \
 		bash examples/quickstart.sh) >"$home/quickstart.log" 2>&1 ||
 		{ tail -n 30 "$home/quickstart.log"; fail "quickstart run $1 failed"; }
 }
@@ -73,4 +77,29 @@ sleep 2 # the resize_image retry (backoff 1 s) is due now
 quickstart 2
 grep -q "pqrun is running" "$home/quickstart.log" || fail "the second run did not finish"
 ! grep -q "could not change directory" "$home/quickstart.log" || fail "the quickstart complains about its directory"
+# The dashboard it started beside the demo answers, and asks who is there.
+# http_status [USER:PASSWORD]: the status of GET / on the dashboard (000: no answer).
+http_status() {
+	python3 - "$@" <<'PY'
+import base64, sys, urllib.error, urllib.request
+req = urllib.request.Request("http://127.0.0.1:54348/")
+if len(sys.argv) > 1:
+    req.add_header("Authorization", "Basic " + base64.b64encode(sys.argv[1].encode()).decode())
+try:
+    print(urllib.request.urlopen(req, timeout=5).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception:
+    print("000")
+PY
+}
+for _ in $(seq 50); do
+	code=$(http_status)
+	[ "$code" = 401 ] && break
+	sleep 0.2
+done
+[ "$code" = 401 ] || { tail -n 20 "$demo/dashboard.log"; fail "the dashboard on 54348 answered $code, not 401"; }
+password=$(sed -n 's/.*(user admin, password \([^;]*\);.*/\1/p' "$home/quickstart.log" | tail -n 1)
+code=$(http_status "admin:$password")
+[ "$code" = 200 ] || fail "the dashboard refused the password the quickstart printed ($code)"
 echo "newcomer: all checks passed"
