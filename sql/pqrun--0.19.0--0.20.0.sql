@@ -28,8 +28,10 @@ RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	/* queue_stats counts unfinished jobs: read once, as is shared memory. */
+	/* queue_stats and queue_controls count unfinished jobs: each is read
+	 * once, as is shared memory. */
 	WITH qs AS MATERIALIZED (SELECT * FROM pqrun.queue_stats),
+	     qc AS MATERIALIZED (SELECT * FROM pqrun.queue_controls),
 	     sc AS MATERIALIZED (SELECT * FROM pqrun._shared_counters())
 	SELECT pg_catalog.concat_ws(E'\n',
 	  '# HELP pqrun_jobs Jobs by queue, job type and status.',
@@ -62,26 +64,26 @@ AS $$
 	  '# TYPE pqrun_queue_paused gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_queue_paused{queue=%s} %s',
 	           pqrun._label(queue), CASE WHEN paused THEN 1 ELSE 0 END), E'\n' ORDER BY queue)
-	     FROM pqrun.queue_controls WHERE job_type IS NULL),
+	     FROM qc WHERE job_type IS NULL),
 	  '# HELP pqrun_concurrency_limit Most jobs RUNNING at once (pqrun.set_concurrency_limit; job_type "" for the queue).',
 	  '# TYPE pqrun_concurrency_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_concurrency_limit{queue=%s,job_type=%s} %s',
 	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), max_running), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
-	     FROM pqrun.queue_controls WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
+	     FROM qc WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_concurrency_running Jobs RUNNING under a concurrency limit.',
 	  '# TYPE pqrun_concurrency_running gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_concurrency_running{queue=%s,job_type=%s} %s',
 	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), running), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
-	     FROM pqrun.queue_controls WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
+	     FROM qc WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_key_limit Most jobs of one concurrency key RUNNING at once (pqrun.set_key_limit; concurrency_key "" for every key without its own).',
 	  '# TYPE pqrun_key_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_limit{queue=%s,concurrency_key=%s} %s',
 	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
 	           CASE WHEN concurrency_key IS NULL THEN max_running_per_key ELSE max_running END), E'\n'
 	           ORDER BY queue, concurrency_key NULLS FIRST)
-	     FROM pqrun.queue_controls
+	     FROM qc
 	    WHERE (concurrency_key IS NOT NULL AND max_running IS NOT NULL) OR max_running_per_key IS NOT NULL),
 	  '# HELP pqrun_key_running Jobs RUNNING of the concurrency key (concurrency_key "": of the busiest key without a limit of its own).',
 	  '# TYPE pqrun_key_running gauge',
@@ -89,39 +91,39 @@ AS $$
 	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
 	           CASE WHEN concurrency_key IS NULL THEN busiest_key_running ELSE running END), E'\n'
 	           ORDER BY queue, concurrency_key NULLS FIRST)
-	     FROM pqrun.queue_controls
+	     FROM qc
 	    WHERE (concurrency_key IS NOT NULL AND max_running IS NOT NULL) OR max_running_per_key IS NOT NULL),
 	  '# HELP pqrun_rate_limit Most claims per second (pqrun.set_rate_limit; job_type "" for the queue).',
 	  '# TYPE pqrun_rate_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_limit{queue=%s,job_type=%s} %s',
 	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), rate), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NULL),
+	     FROM qc WHERE rate IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_rate_tokens Claims a rate limit allows at once now.',
 	  '# TYPE pqrun_rate_tokens gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_tokens{queue=%s,job_type=%s} %s',
 	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), tokens), E'\n'
 	           ORDER BY queue, job_type NULLS FIRST)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NULL),
+	     FROM qc WHERE rate IS NOT NULL AND concurrency_key IS NULL),
 	  '# HELP pqrun_key_rate_limit Most claims per second of one concurrency key (pqrun.set_key_rate_limit; concurrency_key "" for every key without its own).',
 	  '# TYPE pqrun_key_rate_limit gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limit{queue=%s,concurrency_key=%s} %s',
 	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
 	           CASE WHEN concurrency_key IS NULL THEN rate_per_key ELSE rate END), E'\n'
 	           ORDER BY queue, concurrency_key NULLS FIRST)
-	     FROM pqrun.queue_controls
+	     FROM qc
 	    WHERE (concurrency_key IS NOT NULL AND rate IS NOT NULL) OR rate_per_key IS NOT NULL),
 	  '# HELP pqrun_key_rate_tokens Claims a key''s own rate limit allows at once now.',
 	  '# TYPE pqrun_key_rate_tokens gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_tokens{queue=%s,concurrency_key=%s} %s',
 	           pqrun._label(queue), pqrun._label(concurrency_key), tokens), E'\n'
 	           ORDER BY queue, concurrency_key)
-	     FROM pqrun.queue_controls WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL),
+	     FROM qc WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL),
 	  '# HELP pqrun_key_rate_limited Keys of the queue without a token in their bucket now (pqrun.set_key_rate_limit).',
 	  '# TYPE pqrun_key_rate_limited gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limited{queue=%s} %s',
 	           pqrun._label(queue), rate_limited_keys), E'\n' ORDER BY queue)
-	     FROM pqrun.queue_controls WHERE rate_per_key IS NOT NULL),
+	     FROM qc WHERE rate_per_key IS NOT NULL),
 	  '# HELP pqrun_enqueued_last_5min Jobs enqueued in the last five minutes.',
 	  '# TYPE pqrun_enqueued_last_5min gauge',
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_enqueued_last_5min{queue=%s,job_type=%s} %s',

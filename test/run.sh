@@ -189,6 +189,9 @@ shell_verdict() {
 	else
 		fail "shell: $1"
 		echo "shell $1 ... FAILED"
+		# What failed, then how the log ends (a worker's own log lines can
+		# fill the end of it).
+		grep -E '^(FAIL|not ok|die:)' "$3" | head -n 20
 		tail -n 40 "$3"
 	fi
 }
