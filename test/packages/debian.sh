@@ -161,7 +161,9 @@ build() {
 		host_build=$(mktemp -d /var/tmp/pqrun-deb-build.XXXXXX) && chmod 755 "$host_build" || return 1
 		dir=$host_build
 		cp -a "$src" "$dir/" || return 1
-		bash -c "$build_script" build "$dir/pqrun" || return 1
+		# Not the test cluster's PG* settings: pg_virtualenv, which runs the
+		# build-time installcheck, would start its server on that port.
+		env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE bash -c "$build_script" build "$dir/pqrun" || return 1
 	else
 		root=$(pg_root_make "$major") || return 1
 		dir=$root/src/pqrun-deb
