@@ -139,6 +139,8 @@ ALTER ROLE dash_bench_explain SET auto_explain.log_min_duration = 0;
 ALTER ROLE dash_bench_explain SET auto_explain.log_nested_statements = on;
 ALTER ROLE dash_bench_explain SET auto_explain.log_format = 'json';
 ALTER ROLE dash_bench_explain SET auto_explain.log_verbose = on;
+ALTER ROLE dash_bench_explain SET auto_explain.log_analyze = on;
+ALTER ROLE dash_bench_explain SET auto_explain.log_timing = off;
 VACUUM ANALYZE;
 SQL
 echo "   filled in $(( $(date +%s) - t0 )) s: $(psql -X -At -d "$db" -c "SELECT pg_size_pretty(pg_database_size(current_database()))")"
@@ -148,6 +150,11 @@ echo "   filled in $(( $(date +%s) - t0 )) s: $(psql -X -At -d "$db" -c "SELECT 
 cluster_stop "$dir"
 cluster_start "$dir"
 psql -X -At -d "$db" -c "SELECT count(*) FROM pqrun.queue_stats" >/dev/null
+# The count of unfinished jobs the maintenance worker takes (pqrun 0.21.0:
+# pqrun.queue_overview), once, timed: the worker's next one comes
+# max(pqrun.count_interval, 20 x this) later.
+count_ms=$(psql -X -At -d "$db" -c "SELECT round(extract(epoch FROM pqrun._count_live_jobs()) * 1000)")
+psql -X -q -d "$db" -c "ANALYZE pqrun.live_counts, pqrun.live_count_round"
 
 [ -d web/node_modules ] || (cd web && npm ci --no-audit --no-fund --omit=dev >/dev/null)
 password=bench-$RANDOM-$RANDOM
@@ -211,7 +218,8 @@ for entry in "${pages[@]}"; do
 			let plan;
 			try { plan = JSON.parse(part.slice(i + 5)); } catch { continue; }
 			(function walk(n) {
-				if (n["Node Type"] === "Seq Scan" && n.Schema === "pqrun") found.add(n["Relation Name"]);
+				// A node of a branch the plan never ran (a one-time filter) is marked "-".
+				if (n["Node Type"] === "Seq Scan" && n.Schema === "pqrun") found.add(n["Relation Name"] + (n["Actual Loops"] === 0 ? "-" : ""));
 				for (const c of n.Plans || []) walk(c);
 			})(plan.Plan);
 		}
@@ -219,7 +227,11 @@ for entry in "${pages[@]}"; do
 done
 stop_web
 
-empty_tables=" $(q "SELECT string_agg(relname, ' ') FROM pg_class WHERE relnamespace = 'pqrun'::regnamespace AND relkind = 'r' AND relpages = 0") "
+# The rows of each pqrun table (a Seq Scan of a few is the planner's best
+# plan; of many, a defect).
+declare -A table_rows
+while read -r rel n; do table_rows[$rel]=$n; done < <(q "SELECT relname || ' ' || CASE WHEN relpages = 0 THEN 0 ELSE reltuples::bigint END
+	FROM pg_class WHERE relnamespace = 'pqrun'::regnamespace AND relkind = 'r'")
 seq_read() {
 	q "SELECT coalesce(sum(seq_tup_read) FILTER (WHERE relid = 'pqrun.job_live'::regclass), 0) || ' ' ||
 	          coalesce(sum(seq_tup_read) FILTER (WHERE relid IN (SELECT relid FROM pg_partition_tree('pqrun.job_done'))), 0) || ' ' ||
@@ -239,7 +251,10 @@ echo "== timing: $requests requests a page"
 	echo
 	echo "Rows read by seq scans: of job_live / job_done (all partitions) / attempt_log while the page's requests ran" \
 		"(pg_stat_user_tables.seq_tup_read). Seq Scan nodes: in the plans of the page's statements (auto_explain, nested" \
-		"statements too), on pqrun's tables; \"(empty)\" marks a table without rows, where the planner picks a Seq Scan for nothing."
+		"statements too), on pqrun's tables, with the rows of a table under 1,000 (where a Seq Scan is the planner's best plan)" \
+		"and \"(never run)\" for a node of a branch the statement did not run (a one-time filter). The unfinished jobs' counts the queues pages and /metrics read" \
+		"(pqrun.queue_overview) were taken by pqrun._count_live_jobs() in ${count_ms:-?} ms, as the maintenance worker takes" \
+		"them every max(pqrun.count_interval, 20 times that)."
 	echo
 	echo "| page | request | p50 ms | p95 ms | rows read by seq scans | Seq Scan nodes on pqrun tables |"
 	echo "|---|---|---:|---:|---|---|"
@@ -272,7 +287,12 @@ for entry in "${pages[@]}"; do
 	read -r a1 a2 a3 <<<"$after"
 	nodes=""
 	for rel in ${scans[$name]}; do
-		case "$empty_tables" in *" $rel "*) nodes+="$rel (empty), " ;; *) nodes+="**$rel**, " ;; esac
+		table=${rel%-}
+		rows=${table_rows[$table]:-0}
+		if [ "$rel" != "$table" ]; then nodes+="$table (never run), "
+		elif [ "$rows" = 1 ]; then nodes+="$table (1 row), "
+		elif [ "$rows" -lt 1000 ]; then nodes+="$table ($rows rows), "
+		else nodes+="**$table**, "; fi
 	done
 	nodes=${nodes%, }
 	shown=${url//|/\\|}
@@ -283,5 +303,5 @@ for entry in "${pages[@]}"; do
 		"$(printf "%'d" $((a1 - b1)))" "$(printf "%'d" $((a2 - b2)))" "$(printf "%'d" $((a3 - b3)))" "${nodes:-none}" >>"$out"
 done
 echo >>"$out"
-echo "Bold: a Seq Scan of a table with rows. Sizes: $(q "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ' ORDER BY relname) FROM pg_class WHERE relnamespace = 'pqrun'::regnamespace AND relkind IN ('r', 'p') AND relname IN ('job_live', 'attempt_log')"), job_done $(q "SELECT pg_size_pretty(sum(pg_total_relation_size(relid))) FROM pg_partition_tree('pqrun.job_done')")." >>"$out"
+echo "Bold: a Seq Scan that ran, of a table of 1,000 rows or more. Sizes: $(q "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ' ORDER BY relname) FROM pg_class WHERE relnamespace = 'pqrun'::regnamespace AND relkind IN ('r', 'p') AND relname IN ('job_live', 'attempt_log')"), job_done $(q "SELECT pg_size_pretty(sum(pg_total_relation_size(relid))) FROM pg_partition_tree('pqrun.job_done')")." >>"$out"
 cat "$out"

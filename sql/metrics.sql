@@ -42,3 +42,52 @@ SELECT e.label AS shared_table, e.value <= c.value AS within, c.value AS capacit
 SELECT count(pqrun.enqueue('m', queue => E'odd\t"q"\\x\ny')) AS enqueued;
 SELECT replace(line, E'\t', '<tab>') AS line FROM regexp_split_to_table(pqrun.metrics(), E'\n') AS line
  WHERE line LIKE 'pqrun_enqueued_last_5min{queue="odd%';
+
+-- The unfinished jobs as the maintenance worker counts them for
+-- queue_overview and metrics() (pqrun._count_live_jobs): READY jobs due
+-- and delayed apart, RUNNING and BLOCKED ones, the oldest due job's age
+-- as of the count, and a row of zeros for a pair with finished jobs only.
+SELECT pqrun.enqueue('a', queue => 'counted', run_after => now() - interval '1 minute') > 0 AS due,
+       pqrun.enqueue('a', queue => 'counted') > 0 AS due,
+       pqrun.enqueue('a', queue => 'counted', run_after => now() + interval '1 hour') > 0 AS delayed;
+SELECT pqrun.enqueue('b', queue => 'counted') AS holding \gset
+SELECT pqrun.enqueue('c', queue => 'counted') AS finishing \gset
+SELECT count(*) AS claimed FROM pqrun.pickup('cw', queues => '{counted}', job_types => '{b,c}', batch_size => 2);
+SELECT pqrun.enqueue('b', queue => 'counted', depends_on => ARRAY[:holding]::bigint[]) AS waiting \gset
+SELECT pqrun.mark_done(:finishing);
+SELECT pqrun._count_live_jobs() >= '0' AS counted;
+SELECT queue, job_type, blocked, ready, delayed, running, oldest_ready_age >= '1 minute' AS waited_a_minute, done, failed
+  FROM pqrun.queue_overview WHERE queue = 'counted' ORDER BY job_type;
+SELECT line FROM regexp_split_to_table(pqrun.metrics(), E'\n') AS line
+ WHERE line LIKE 'pqrun_jobs{queue="counted",job_type="a"%' ORDER BY 1;
+SELECT line ~ '^pqrun_live_counts_age_seconds [0-9.e-]+$' AS age_reported
+  FROM regexp_split_to_table(pqrun.metrics(), E'\n') AS line WHERE line LIKE 'pqrun_live_counts_age_seconds%';
+-- Counts as of the count: a job enqueued since shows at the next one (in
+-- one transaction, so that no count of the worker's can see it between).
+BEGIN;
+SELECT pqrun.enqueue('a', queue => 'counted') > 0 AS enqueued;
+SELECT ready FROM pqrun.queue_overview WHERE queue = 'counted' AND job_type = 'a';
+COMMIT;
+SELECT pqrun._count_live_jobs() >= '0' AS counted;
+SELECT ready FROM pqrun.queue_overview WHERE queue = 'counted' AND job_type = 'a';
+
+-- What waits for a job.
+SELECT id = :waiting AS the_waiting_job, queue, job_type, status FROM pqrun.job_dependents(:holding);
+SELECT count(*) AS none FROM pqrun.job_dependents(:holding, 0);
+
+-- flow_controls is queue_controls without the READY jobs counted.
+SELECT pqrun.set_concurrency_limit('counted', 5);
+SELECT pqrun.set_key_limit('counted-keys', 2);
+SELECT count(*) AS differ FROM (
+  (SELECT queue, job_type, concurrency_key, paused, max_running, running, rate, burst, max_running_per_key,
+          busiest_key_running, rate_per_key, burst_per_key, rate_limited_keys, keyed FROM pqrun.flow_controls
+   EXCEPT
+   SELECT queue, job_type, concurrency_key, paused, max_running, running, rate, burst, max_running_per_key,
+          busiest_key_running, rate_per_key, burst_per_key, rate_limited_keys, keyed FROM pqrun.queue_controls)
+  UNION ALL
+  (SELECT queue, job_type, concurrency_key, paused, max_running, running, rate, burst, max_running_per_key,
+          busiest_key_running, rate_per_key, burst_per_key, rate_limited_keys, keyed FROM pqrun.queue_controls
+   EXCEPT
+   SELECT queue, job_type, concurrency_key, paused, max_running, running, rate, burst, max_running_per_key,
+          busiest_key_running, rate_per_key, burst_per_key, rate_limited_keys, keyed FROM pqrun.flow_controls)) d;
+SELECT queue, max_running, running FROM pqrun.flow_controls WHERE queue = 'counted';

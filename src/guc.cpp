@@ -10,6 +10,7 @@
 
 bool pqrun_enabled = true;
 int pqrun_reap_interval = 1000;
+int pqrun_count_interval = 10000;
 int pqrun_stale_timeout = 20 * 60;
 bool pqrun_orphan_rescue = true;
 int pqrun_claim_hold = PQRUN_HOLD_LEASE;
@@ -109,6 +110,11 @@ Define()
 	DefineCustomIntVariable("pqrun.reap_interval", gettext_noop("Time between two maintenance rounds of a worker."),
 	                        nullptr, &pqrun_reap_interval, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
 	                        nullptr, nullptr);
+	DefineCustomIntVariable("pqrun.count_interval",
+	                        gettext_noop("Least time between two counts of the unfinished jobs (pqrun.queue_overview)."),
+	                        gettext_noop("A count that took t waits 20 t at least; 0 turns counting off."),
+	                        &pqrun_count_interval, 10000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+	                        nullptr);
 	DefineCustomIntVariable(
 	    "pqrun.stale_timeout", gettext_noop("Default stale window for running jobs without timeout_seconds."), nullptr,
 	    &pqrun_stale_timeout, 20 * 60, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);

@@ -6,6 +6,7 @@
 extern "C" {
 extern bool pqrun_enabled;
 extern int pqrun_reap_interval; /* ms */
+extern int pqrun_count_interval; /* ms, 0 = off */
 extern int pqrun_stale_timeout; /* s */
 extern bool pqrun_orphan_rescue;
 /* pqrun.claim_hold: whether the claims a session makes end with it. */

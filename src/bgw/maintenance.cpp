@@ -122,6 +122,9 @@ spi::Statement kShardRetention{
     3,
     {INTERVALOID, INT4OID, INTERVALOID}};
 
+/* The count behind pqrun.queue_overview (0.21.0). */
+spi::Statement kCountLive{"count live", "SELECT pqrun._count_live_jobs()", 0, {}};
+
 /* One round at a time applies retention in a database: two would deadlock
  * over job_done's partitions. run_maintenance() waits for its turn (its
  * caller may count on the partitions it makes); the worker, which holds the
@@ -476,6 +479,13 @@ ReapStale(const Interval *default_stale_after)
 	StoreCursors(citus::ShardOf(), at);
 	stats::Rescued(reaped, 0);
 	return reaped;
+}
+
+void
+CountLive()
+{
+	if (Installed("_count_live_jobs"))
+		Exec(stmts::kCountLive, nullptr, nullptr, SPI_OK_SELECT);
 }
 
 Counts

@@ -130,6 +130,33 @@ RoundStep(int64 shard, bool live)
 	CommitTransactionCommand();
 }
 
+/* When the next count of the unfinished jobs is due (CountStep). */
+TimestampTz next_count = 0;
+
+/* CountStep counts the unfinished jobs for pqrun.queue_overview
+ * (maintenance::CountLive), in a transaction of its own, once
+ * pqrun.count_interval has passed since the last count ended and twenty
+ * times as long as that count took: a count reads all of job_live, so its
+ * share of a core stays under 5 % however large the backlog grows. */
+void
+CountStep()
+{
+	TimestampTz started = GetCurrentTimestamp();
+	if (pqrun_count_interval <= 0 || started < next_count)
+		return;
+	pgstat_report_activity(STATE_RUNNING, "pqrun count of unfinished jobs");
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pqrun: SPI_connect failed");
+	maintenance::CountLive();
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	TimestampTz ended = GetCurrentTimestamp();
+	next_count = ended + Max(static_cast<int64>(pqrun_count_interval) * 1000, 20 * (ended - started));
+}
+
 /* RunRound does one maintenance round, each part in a transaction of its
  * own (maintenance.hpp). On Citus (pg/citus.hpp) it does one for each shard
  * of pqrun.job_live this node holds, so that each shard has its round on
@@ -164,6 +191,10 @@ RunRound()
 			RoundStep(shards[i], true);
 			RoundStep(shards[i], false);
 		}
+		/* Not on Citus: each node would count every shard
+		 * (pqrun.queue_overview is empty there; queue_stats counts). */
+		if (!distributed)
+			CountStep();
 	}
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);

@@ -38,24 +38,6 @@ constexpr Addition kAdditions[] = {
     {"release", PQRUN_SET_PROGRESS, ""},
 };
 
-/* Installed answers whether schema pqrun has a function of that name,
- * whatever its arguments. */
-bool
-Installed(const char *function)
-{
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	if (!OidIsValid(namespace_id))
-		return false;
-	bool found = false;
-	CatCList *candidates = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(function));
-	for (int i = 0; i < candidates->n_members && !found; i++) {
-		auto *proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&candidates->members[i]->tuple));
-		found = proc->pronamespace == namespace_id;
-	}
-	ReleaseSysCacheList(candidates);
-	return found;
-}
-
 const char *
 ReplaceAll(const char *sql, const char *text, const char *with)
 {
@@ -194,6 +176,23 @@ PlanFor(Statement &stmt)
 }
 
 } // namespace
+
+bool
+Installed(const char *function)
+{
+	Oid namespace_id = get_namespace_oid("pqrun", true);
+	if (!OidIsValid(namespace_id))
+		return false;
+	bool found = false;
+	CatCList *candidates = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(function));
+	for (int i = 0; i < candidates->n_members && !found; i++) {
+		auto *proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&candidates->members[i]->tuple));
+		found = proc->pronamespace == namespace_id;
+	}
+	ReleaseSysCacheList(candidates);
+	return found;
+}
+
 
 void
 ForgetLastResult()

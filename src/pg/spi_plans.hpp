@@ -70,6 +70,11 @@ struct Statement {
 	bool adapted = false;      /* AsInstalled changed the statement */
 };
 
+/* Installed answers whether schema pqrun has a function of that name,
+ * whatever its arguments: whether ALTER EXTENSION UPDATE has installed the
+ * release that brought it. */
+bool Installed(const char *function);
+
 /* Connect and Finish pair SPI_connect/SPI_finish, raising on failure. */
 void Connect();
 void Finish();

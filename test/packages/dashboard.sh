@@ -22,7 +22,7 @@
 #
 # Each test file makes a database of its own (pqrun_dash_*) and the roles
 # of pqrun.grant_operator and grant_monitor, and drops them. Needs PGHOST,
-# PGPORT, PGUSER (a superuser) of a running server with pqrun 0.20.0 or
+# PGPORT, PGUSER (a superuser) of a running server with pqrun 0.21.0 or
 # later; the browser test's dashboard listens on 54531. Installs chromium
 # (need_packages) and the npm packages of web/package-lock.json (npm ci).
 # Budget: 3 minutes (20 s here once Chromium is installed; its install takes a minute at most).
@@ -39,7 +39,7 @@ node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)
 	{ echo "node $(node --version) is older than 18"; exit 77; }
 version=$(psql -X -At -d postgres -c "SELECT default_version FROM pg_available_extensions WHERE name = 'pqrun'") ||
 	{ echo "cannot reach PostgreSQL at $PGHOST:$PGPORT"; exit 77; }
-case "$version" in 0.1[0-9].*|0.[0-9].*|'') echo "pqrun $version is installed; the dashboard needs 0.20.0 or later"; exit 77 ;; esac
+case "$version" in 0.20.*|0.1[0-9].*|0.[0-9].*|'') echo "pqrun $version is installed; the dashboard's tests need 0.21.0 or later"; exit 77 ;; esac
 
 # What a test file killed midway leaves: its databases and roles (pqrun_dash_*).
 cleanup() {

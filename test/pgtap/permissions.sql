@@ -7,8 +7,9 @@
 --             mark_done_and_pickup, mark_error, heartbeat, release, snooze,
 --             enqueue, enqueue_batch, queue_node, read pqrun.jobs and
 --             pqrun.queue_control (await_jobs reads it)
---   monitor:  read jobs, job_attempts, periodic, queue_stats, queue_controls,
---             workers, health, call metrics()
+--   monitor:  read jobs, job_attempts, periodic, queue_stats, queue_overview,
+--             queue_controls, flow_controls, workers, health, call metrics()
+--             and job_dependents
 -- and everything else (reap_stale, retry, purge, run_maintenance, schedule,
 -- unschedule, pause_queue, resume_queue, set_concurrency_limit,
 -- set_rate_limit, set_key_limit, set_key_rate_limit, distribute, the grant
@@ -36,7 +37,7 @@ SELECT lives_ok($$SELECT pqrun.grant_operator('tap_operator')$$, 'grant_operator
 CREATE TEMP TABLE api_fn(name) AS
 	SELECT DISTINCT proname::text FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname NOT LIKE '\_%';
 CREATE TEMP TABLE api_rel(name) AS VALUES ('jobs'), ('job_attempts'), ('periodic'), ('queue_stats'), ('workers'),
-	('health'), ('queue_control'), ('queue_controls');
+	('health'), ('queue_control'), ('queue_controls'), ('queue_overview'), ('flow_controls');
 GRANT SELECT ON api_fn, api_rel TO PUBLIC;
 
 -- may_execute(role): the API functions `role` may call (schema USAGE and EXECUTE).
@@ -73,20 +74,23 @@ SELECT is(pg_temp.may_execute('tap_worker'),
 	      'mark_error', 'pickup', 'pickup_from', 'queue_node', 'release', 'snooze'],
 	'a worker may call pickup, pickup_from, await_jobs, the mark functions, heartbeat, release, snooze, enqueue, '
 	'enqueue_batch and queue_node, nothing else');
-SELECT is((SELECT count(*)::int FROM api_fn), 35, 'the schema has the 35 functions and procedures docs/ documents');
-SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['metrics'], 'a monitor may call metrics(), nothing else');
+SELECT is((SELECT count(*)::int FROM api_fn), 36, 'the schema has the 36 functions and procedures docs/ documents');
+SELECT is(pg_temp.may_execute('tap_monitor'), ARRAY['job_dependents', 'metrics'],
+	'a monitor may call metrics() and job_dependents, nothing else');
 SELECT is(pg_temp.may_execute('tap_operator'),
-	ARRAY['cancel', 'cancel_jobs', 'metrics', 'pause_queue', 'resume_queue', 'retry', 'retry_jobs', 'set_concurrency_limit',
-	      'set_key_limit', 'set_key_rate_limit', 'set_rate_limit'],
-	'an operator may call metrics(), retry, cancel, their bulk forms, pause, resume and the limits, nothing else');
+	ARRAY['cancel', 'cancel_jobs', 'job_dependents', 'metrics', 'pause_queue', 'resume_queue', 'retry', 'retry_jobs',
+	      'set_concurrency_limit', 'set_key_limit', 'set_key_rate_limit', 'set_rate_limit'],
+	'an operator may call what a monitor may, retry, cancel, their bulk forms, pause, resume and the limits, nothing else');
 SELECT is(pg_temp.may_execute('tap_nobody'), '{}'::text[], 'PUBLIC may call no API function');
 
 SELECT is(pg_temp.may_read('tap_producer'), ARRAY['jobs'], 'a producer may read pqrun.jobs');
 SELECT is(pg_temp.may_read('tap_worker'), ARRAY['jobs', 'queue_control'],
 	'a worker may read pqrun.jobs and the flow controls');
 SELECT is(pg_temp.may_read('tap_monitor'),
-	ARRAY['health', 'job_attempts', 'jobs', 'periodic', 'queue_controls', 'queue_stats', 'workers'],
-	'a monitor may read jobs, job_attempts, periodic, queue_controls, queue_stats, workers and health');
+	ARRAY['flow_controls', 'health', 'job_attempts', 'jobs', 'periodic', 'queue_controls', 'queue_overview', 'queue_stats',
+	      'workers'],
+	'a monitor may read jobs, job_attempts, periodic, queue_controls, flow_controls, queue_stats, queue_overview, '
+	'workers and health');
 SELECT is(pg_temp.may_read('tap_operator'), pg_temp.may_read('tap_monitor'), 'an operator reads what a monitor reads');
 SELECT is(pg_temp.may_read('tap_nobody'), '{}'::text[], 'PUBLIC may read nothing');
 

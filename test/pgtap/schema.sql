@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(256);
+SELECT plan(286);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -191,6 +191,17 @@ SELECT unnest(ARRAY[has_column('pqrun', 'workers', c, format('pqrun.workers has 
                     col_type_is('pqrun', 'workers', c, t, format('pqrun.workers.%s is %s', c, t))])
   FROM (VALUES ('worker_id', 'text'), ('last_seen', 'timestamp with time zone'), ('running_jobs', 'integer'))
     AS cols(c, t);
+SELECT has_relation('pqrun', 'queue_overview', 'pqrun.queue_overview exists');
+SELECT unnest(ARRAY[has_column('pqrun', 'queue_overview', c, format('pqrun.queue_overview has column %s', c)),
+                    col_type_is('pqrun', 'queue_overview', c, t, format('pqrun.queue_overview.%s is %s', c, t))])
+  FROM (VALUES ('queue', 'text'), ('job_type', 'text'), ('blocked', 'bigint'), ('ready', 'bigint'),
+               ('delayed', 'bigint'), ('running', 'bigint'), ('oldest_ready_age', 'interval'), ('done', 'bigint'),
+               ('failed', 'bigint'), ('cancelled', 'bigint'), ('done_last_5min', 'bigint'),
+               ('counted_at', 'timestamp with time zone')) AS cols(c, t);
+SELECT has_relation('pqrun', 'flow_controls', 'pqrun.flow_controls exists');
+SELECT is(ARRAY(SELECT attname::text FROM pg_attribute WHERE attrelid = 'pqrun.flow_controls'::regclass AND attnum > 0
+                EXCEPT SELECT attname::text FROM pg_attribute WHERE attrelid = 'pqrun.queue_controls'::regclass),
+          '{}'::text[], 'pqrun.flow_controls has no column pqrun.queue_controls lacks');
 SELECT has_relation('pqrun', 'health', 'pqrun.health exists');
 SELECT unnest(ARRAY[
 	has_function('pqrun', f, a, format('function pqrun.%s(%s) exists', f, array_to_string(a, ', '))),
@@ -227,6 +238,8 @@ CREATE TEMP TABLE other_fns(f, k, a, r) AS VALUES
 	 'IN error_contains text DEFAULT NULL::text, IN payload_contains jsonb DEFAULT NULL::jsonb, '
 	 'IN reason text DEFAULT NULL::text, IN batch_size integer DEFAULT 1000, INOUT cancelled bigint DEFAULT NULL::bigint', NULL),
 	('distribute', 'f', 'shard_count integer DEFAULT 32', 'void'),
+	('job_dependents', 'f', 'job_id bigint, max_rows integer DEFAULT 100',
+	 'TABLE(id bigint, queue text, job_type text, status pqrun.job_status)'),
 	('queue_node', 'f', 'queue text, OUT host text, OUT port integer', 'record');
 SELECT unnest(ARRAY[
 	is((SELECT prokind::text FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname = f), k,

@@ -295,6 +295,12 @@ check(f"reading 5,000 of h's jobs by the lane counts {read} entries", 5000 <= re
 # The worker's statements were planned when job_live was empty; autovacuum
 # (off here) would have analyzed it by now, and so had them planned again.
 ctl.execute("ANALYZE pqrun.job_live")
+# The rounds alone: the worker's count of the unfinished jobs for
+# pqrun.queue_overview reads all of job_live by design, every
+# pqrun.count_interval and 20 times as long as it took at least, and is
+# off meanwhile.
+ctl.execute("ALTER SYSTEM SET pqrun.count_interval = 0")
+ctl.execute("SELECT pg_reload_conf()")
 for c in (ctl, holder, m):
     c.execute("SELECT pg_stat_force_next_flush()")
 # A round under way at the ANALYZE runs with the plans of before and
@@ -319,6 +325,8 @@ rounds = q("SELECT (SELECT status || ':' || delayed FROM pqrun.job_live WHERE id
            "       (SELECT status || ':' || outcome FROM pqrun.job_live, pqrun.attempt_log"
            "         WHERE id = %s AND job_id = id)", (due, stale))[0]
 check("... which promoted the delayed job and reaped the stale one", rounds == ("READY:false", "READY:stale"), f"{rounds}")
+ctl.execute("ALTER SYSTEM RESET pqrun.count_interval")
+ctl.execute("SELECT pg_reload_conf()")
 # Nor does await_jobs, which asks whether a job without a key is ready: its
 # condition (not delayed, or delayed and due) matched neither index, so
 # each look read all of job_live (25 ms here for 200,000 keyed jobs).

@@ -319,6 +319,8 @@ CASES = [
     ("purge of 10 jobs", "purge", old_history, lambda _: ("SELECT pqrun.purge('5 days')", None)),
     ("purge of none", "purge", None, lambda _: ("SELECT pqrun.purge('1000 years', '{DONE,FAILED,CANCELLED}')", None)),
     ("run_maintenance", "run_maintenance", None, lambda _: ("SELECT pqrun.run_maintenance()", None)),
+    ("job_dependents of the job SCALE BLOCKED jobs wait for, 100 of them", "job_dependents", None,
+     lambda _: ("SELECT * FROM pqrun.job_dependents(%s, 100)", (root,))),
     ("await_jobs by queue", "await_jobs", ready,
      lambda _: ("CALL pqrun.await_jobs(queues => '{own}', wait => '1 s')", None), "call"),
     ("await_jobs, unfiltered", "await_jobs", ready, lambda _: ("CALL pqrun.await_jobs(wait => '1 s')", None), "call"),

@@ -692,6 +692,9 @@ SELECT count(*) FROM pqrun.workers;
 SELECT count(*) FROM pqrun.health;
 SELECT count(*) FROM pqrun.periodic;
 SELECT count(*) FROM pqrun.queue_controls;
+SELECT count(*) FROM pqrun.queue_overview;
+SELECT count(*) FROM pqrun.flow_controls;
+SELECT count(*) FROM pqrun.job_dependents(1);
 SELECT pqrun.metrics();
 SQL
 }
@@ -712,7 +715,7 @@ echo "-- every call path as worker, producer, monitor, operator and owner"
 # (scripts go through files: run_as must run in this shell to count failures)
 matrix $worker worker plain >"$tmp/worker-plain.sql"
 run_as $worker $db worker-plain <"$tmp/worker-plain.sql"
-{ matrix $owner owner plain; operate "owner"; observe "owner"; } >"$tmp/owner-plain.sql"
+{ matrix $owner owner plain; operate "owner"; observe "owner"; echo "SELECT pqrun._count_live_jobs();"; } >"$tmp/owner-plain.sql"
 run_as $owner $db owner-plain <"$tmp/owner-plain.sql"
 {
 	for iso in "READ COMMITTED" "REPEATABLE READ" SERIALIZABLE; do

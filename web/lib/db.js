@@ -79,8 +79,8 @@ async function inspect(config) {
     for (const [name, signature] of Object.entries(ACTIONS)) {
       actions[name] = !config.readOnly && !config.metricsOnly && await may(client, signature);
     }
-    // Parts of pqrun used where this server's has them (most are asked of
-    // a release after 0.20.0: README.md, "Cost at scale").
+    // Parts of pqrun used where this server's has them (pqrun 0.21.0's
+    // views and function; README.md, "Cost at scale").
     const features = {
       heartbeat: (await client.query(
         `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'pqrun.jobs'::regclass

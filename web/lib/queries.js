@@ -17,16 +17,26 @@ const OVERVIEW_COLUMNS = `queue, job_type, blocked, ready, delayed, running, ext
   done, failed, cancelled, done_last_5min, errors_last_5min, enqueued_last_5min, picked_last_5min,
   avg_duration_ms_last_5min, avg_wait_ms_last_5min`;
 
-// Unfinished jobs per queue and job type. From pqrun.queue_overview where
-// the extension has it (counts kept in shared memory); else queue_stats'
-// own grouping of the unfinished rows, with the delayed ones (READY, due
-// later) apart, joined to the shared-memory counters queue_stats reads
-// (finished counts and the last five minutes): one pass over job_live.
-async function overview(db, queue = null, { view = false } = {}) {
+// Unfinished jobs per queue and job type, at most `size` rows of whole
+// queues from the one after `after` (null: the first) or of the one queue
+// given, and when they were counted. From pqrun.queue_overview where the extension has it (0.21.0:
+// counted by the database's maintenance worker, read by its primary key);
+// counted here where it has not, or where the view is empty (a server
+// without pqrun preloaded, whose count never runs; or no job at all): queue_stats' grouping of
+// the unfinished rows with the delayed ones (READY, due later) apart,
+// joined to the shared-memory counters queue_stats reads, one pass over
+// job_live.
+async function overview(db, { queue = null, after = null, size = 1000, view = false } = {}) {
   if (view) {
+    // One row more than the page holds: the page ends before the queue it
+    // falls in, which the next page shows whole.
     const { rows } = await db.query(
-      `SELECT ${OVERVIEW_COLUMNS} FROM pqrun.queue_overview WHERE $1::text IS NULL OR queue = $1 ORDER BY queue, job_type`, [queue]);
-    return rows;
+      `SELECT ${OVERVIEW_COLUMNS}, counted_at FROM pqrun.queue_overview
+        WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR queue > $2)
+        ORDER BY queue, job_type LIMIT $3`, [queue, after, size + 1]);
+    if (rows.length || (await db.query('SELECT EXISTS (SELECT FROM pqrun.queue_overview) AS counted')).rows[0].counted) {
+      return page(rows, size);
+    }
   }
   const { rows } = await db.query(
     `WITH live AS (
@@ -39,29 +49,46 @@ async function overview(db, queue = null, { view = false } = {}) {
                 AS oldest_ready_s
          FROM pqrun.jobs
         WHERE status IN ('BLOCKED', 'READY', 'RUNNING') AND ($1::text IS NULL OR queue = $1)
+          AND ($2::text IS NULL OR queue > $2)
         GROUP BY queue, job_type)
      SELECT queue, job_type, COALESCE(l.blocked, 0) AS blocked, COALESCE(l.ready, 0) AS ready,
             COALESCE(l.delayed, 0) AS delayed, COALESCE(l.running, 0) AS running, l.oldest_ready_s,
             COALESCE(c.done, 0) AS done, COALESCE(c.failed, 0) AS failed, COALESCE(c.cancelled, 0) AS cancelled,
             c.done_last_5min, c.errors_last_5min, c.enqueued_last_5min, c.picked_last_5min,
-            c.avg_duration_ms_last_5min, c.avg_wait_ms_last_5min
+            c.avg_duration_ms_last_5min, c.avg_wait_ms_last_5min, now() AS counted_at
        FROM live l
-       FULL JOIN (SELECT * FROM pqrun._queue_counters() WHERE $1::text IS NULL OR queue = $1) c USING (queue, job_type)
-      ORDER BY queue, job_type`, [queue]);
-  return rows;
+       FULL JOIN (SELECT * FROM pqrun._queue_counters()
+                   WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR queue > $2)) c USING (queue, job_type)
+      ORDER BY queue, job_type LIMIT $3`, [queue, after, size + 1]);
+  return page(rows, size);
 }
 
-// The flow controls: from pqrun.flow_controls where the extension has it
-// (the controls and their shared-memory counters, no job counted), else
-// from queue_controls, which counts the controlled queues' jobs.
-async function controls(db, queue = null, { view = false } = {}) {
+// page(rows, most): the rows of whole queues among the first `most`, and
+// the queue the next page starts after (null: none). A queue with more job
+// types than a page holds is shown alone, cut.
+function page(rows, most) {
+  if (rows.length <= most) return { rows, next: null };
+  const cut = rows[most].queue;
+  let whole = rows.slice(0, most).filter((r) => r.queue !== cut);
+  if (!whole.length) whole = rows.slice(0, most);
+  return { rows: whole, next: whole[whole.length - 1].queue };
+}
+
+// The flow controls of one queue, or of the queues after `after` up to
+// `through` (null: no bound), those of keys only with `keys`: from
+// pqrun.flow_controls where the extension has it (the controls, their
+// RUNNING jobs and shared-memory counters; no READY job counted), else from
+// queue_controls, which counts the controlled queues' jobs. By the
+// controls' unique key (queue, job_type, concurrency_key).
+async function controls(db, { queue = null, after = null, through = null, keys = true, view = false } = {}) {
   const { rows } = await db.query(
     `SELECT queue, job_type, concurrency_key, paused, max_running, running, ${view ? 'NULL::bigint AS ready' : 'ready'}, rate, burst,
-            tokens, max_running_per_key, ${view ? 'NULL::bigint AS busiest_key_running' : 'busiest_key_running'}, rate_per_key,
+            tokens, max_running_per_key, busiest_key_running, rate_per_key,
             burst_per_key, rate_limited_keys, keyed, updated_at
        FROM ${view ? 'pqrun.flow_controls' : 'pqrun.queue_controls'}
-      WHERE $1::text IS NULL OR queue = $1
-      ORDER BY queue, job_type NULLS FIRST, concurrency_key NULLS FIRST`, [queue]);
+      WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR queue > $2) AND ($3::text IS NULL OR queue <= $3)
+        AND ($4 OR concurrency_key IS NULL)
+      ORDER BY queue, job_type NULLS FIRST, concurrency_key NULLS FIRST`, [queue, after, through, keys]);
   return rows;
 }
 

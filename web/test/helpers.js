@@ -4,7 +4,7 @@
 // started in this process, and an HTTP client that keeps cookies.
 //
 // Needs PGHOST, PGPORT and PGUSER (a superuser) of a server with pqrun
-// 0.20.0 or later installed. The browser test's dashboard listens on
+// 0.21.0 or later installed. The browser test's dashboard listens on
 // PQRUN_DASHBOARD_TEST_PORT (54531); the others on a free port.
 const { Client } = require('pg');
 const { start } = require('../lib/app');

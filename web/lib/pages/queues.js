@@ -107,16 +107,30 @@ function chart(ctx, queue) {
   alt="Jobs done, failed, enqueued and picked up per minute over the last hour"></figure>`;
 }
 
+// When the counts shown were taken: by pqrun's maintenance worker
+// (queue_overview), or now.
+function countedAt(ctx, rows) {
+  const at = rows.length ? rows[0].counted_at : ctx.now;
+  return html`counts as of ${when(at, ctx.now)}`;
+}
+
+// A page of queues in name order, by keyset (?after=<the last queue of the
+// page before>): whole queues in ctx.config.pageSize × 4 rows of queue and
+// job type at most, with the controls of the queues in its range of names
+// (those of single keys are on each queue's page).
 async function overview(ctx) {
-  const [rows, controls] = await Promise.all([queries.overview(ctx.db, null, { view: ctx.info.features.queueOverview }),
-    queries.controls(ctx.db, null, { view: ctx.info.features.flowControls })]);
+  const after = ctx.url.searchParams.get('after') || null;
+  const { rows, next } = await queries.overview(ctx.db, { after, size: ctx.config.pageSize * 4, view: ctx.info.features.queueOverview });
+  const controls = await queries.controls(ctx.db, { after, through: next, keys: false, view: ctx.info.features.flowControls });
   const queues = groupByQueue(rows, controls);
   return page(ctx, {
     title: 'Queues', active: '/', refresh: ctx.refresh,
     body: html`${chart(ctx, null)}
-<p class="hint">Rates per minute over the last five minutes, from pqrun's shared-memory counters; counts as of ${when(ctx.now, ctx.now)}.
+<p class="hint">Rates per minute over the last five minutes, from pqrun's shared-memory counters; ${countedAt(ctx, rows)}.
 ${ctx.refresh ? html`<a href="/">Stop refreshing</a>` : html`<a href="/?refresh=10">Refresh every 10 s</a>`}</p>
-${table(ctx, queues)}`,
+${table(ctx, queues)}
+${after || next ? html`<p class="pager">${after ? html`<a href="/" rel="first">First queues</a>` : ''}
+${next ? html`<a href="/${query({ after: next })}" rel="next">Next queues</a>` : ''}</p>` : ''}`,
   });
 }
 
@@ -165,13 +179,14 @@ ${c.concurrency_key === null && c.rate !== null && a.rate
 }
 
 async function queuePage(ctx, q) {
-  const [rows, controls] = await Promise.all([queries.overview(ctx.db, q, { view: ctx.info.features.queueOverview }),
-    queries.controls(ctx.db, q, { view: ctx.info.features.flowControls })]);
+  const [{ rows }, controls] = await Promise.all([queries.overview(ctx.db, { queue: q, view: ctx.info.features.queueOverview }),
+    queries.controls(ctx.db, { queue: q, view: ctx.info.features.flowControls })]);
   const queues = groupByQueue(rows, controls);
   const types = rows.map((r) => r.job_type);
   return page(ctx, {
     title: `Queue ${q}`, active: '/',
     body: html`${chart(ctx, q)}
+<p class="hint">${countedAt(ctx, rows)}.</p>
 ${table(ctx, queues)}
 <p class="links">Jobs of this queue: <a href="/jobs${query({ queue: q })}">all</a> ·
 <a href="/jobs${query({ queue: q, status: 'FAILED' })}">failed</a> · <a href="/jobs${query({ queue: q, status: 'READY' })}">ready</a> ·

@@ -1,0 +1,327 @@
+/* sql/pqrun--0.20.0--0.21.0.sql — ALTER EXTENSION pqrun UPDATE from 0.20.0.
+ *
+ * 0.21.0 makes watching a queue cost what the screen shows: the unfinished
+ * jobs per queue and job type are counted by the database's maintenance
+ * worker (pqrun.live_counts, pqrun.queue_overview) instead of by every
+ * reader, the flow controls can be read without counting the backlog
+ * (pqrun.flow_controls), metrics() reads both, and pqrun.job_dependents
+ * lists what waits for a job by its edges.
+ */
+\echo Use "ALTER EXTENSION pqrun UPDATE TO '0.21.0'" to load this file. \quit
+
+/* The unfinished jobs of each queue and job type as the database's
+ * maintenance worker last counted them, every pqrun.count_interval (0.21.0):
+ * pqrun.queue_overview and metrics() read as many rows as they show
+ * instead of counting the backlog at every look. READY jobs due at the
+ * count are `ready`, those due later `delayed`; `oldest_ready_at` is the
+ * run_after of the oldest due one. A pair with no unfinished job keeps a row
+ * of zeros while shared memory counts its finished jobs. Not dumped: it is
+ * counted again. */
+CREATE TABLE pqrun.live_counts (
+	queue           text        NOT NULL,
+	job_type        text        NOT NULL,
+	blocked         bigint      NOT NULL,
+	ready           bigint      NOT NULL,
+	delayed         bigint      NOT NULL,
+	running         bigint      NOT NULL,
+	oldest_ready_at timestamptz,
+	PRIMARY KEY (queue, job_type)
+);
+/* When that count was taken and how long it took: one row. */
+CREATE TABLE pqrun.live_count_round (
+	counted_at timestamptz NOT NULL,
+	took       interval    NOT NULL,
+	only_row   boolean     NOT NULL DEFAULT true PRIMARY KEY CHECK (only_row)
+);
+REVOKE ALL ON pqrun.live_counts, pqrun.live_count_round FROM PUBLIC;
+
+/* Counts the unfinished jobs into pqrun.live_counts in one pass over
+ * job_live, writing only the rows that changed, and answers how long it
+ * took. The maintenance worker calls it (src/bgw/worker.cpp), and so may
+ * the extension's owner; counts take turns by the advisory transaction
+ * lock (1886483058, 2). */
+CREATE FUNCTION pqrun._count_live_jobs()
+RETURNS interval
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	started timestamptz := clock_timestamp();
+BEGIN
+	/* One count at a time: the last to start writes last. */
+	PERFORM pg_advisory_xact_lock(1886483058, 2);
+	WITH live AS MATERIALIZED (
+		SELECT j.queue, j.job_type,
+		       count(*) FILTER (WHERE j.status = 'BLOCKED') AS blocked,
+		       count(*) FILTER (WHERE j.status = 'READY' AND j.run_after <= started) AS ready,
+		       count(*) FILTER (WHERE j.status = 'READY' AND j.run_after > started) AS delayed,
+		       count(*) FILTER (WHERE j.status = 'RUNNING') AS running,
+		       min(j.run_after) FILTER (WHERE j.status = 'READY' AND j.run_after <= started) AS oldest_ready_at
+		  FROM pqrun.job_live j
+		 GROUP BY j.queue, j.job_type),
+	     counted AS (
+		SELECT * FROM live
+		UNION ALL
+		SELECT c.queue, c.job_type, 0, 0, 0, 0, NULL
+		  FROM pqrun._queue_counters() c
+		 WHERE NOT EXISTS (SELECT FROM live l WHERE l.queue = c.queue AND l.job_type = c.job_type)),
+	     gone AS (
+		DELETE FROM pqrun.live_counts o
+		 WHERE NOT EXISTS (SELECT FROM counted n WHERE n.queue = o.queue AND n.job_type = o.job_type))
+	INSERT INTO pqrun.live_counts AS o
+	SELECT * FROM counted
+	ON CONFLICT (queue, job_type) DO UPDATE
+	   SET blocked = excluded.blocked, ready = excluded.ready, delayed = excluded.delayed,
+	       running = excluded.running, oldest_ready_at = excluded.oldest_ready_at
+	 WHERE (o.blocked, o.ready, o.delayed, o.running, o.oldest_ready_at)
+	       IS DISTINCT FROM (excluded.blocked, excluded.ready, excluded.delayed, excluded.running, excluded.oldest_ready_at);
+	INSERT INTO pqrun.live_count_round AS r (counted_at, took) VALUES (started, clock_timestamp() - started)
+	ON CONFLICT (only_row) DO UPDATE SET counted_at = excluded.counted_at, took = excluded.took;
+	RETURN clock_timestamp() - started;
+END $$;
+REVOKE ALL ON FUNCTION pqrun._count_live_jobs() FROM PUBLIC;
+
+/* queue_stats from the last count: what a dashboard or a scrape reads,
+ * at the cost of the rows it returns. `oldest_ready_age` is as of
+ * `counted_at`; done, failed and the last five minutes come from shared
+ * memory now. */
+CREATE VIEW pqrun.queue_overview AS
+	SELECT l.queue, l.job_type, l.blocked, l.ready, l.delayed, l.running,
+	       r.counted_at OPERATOR(pg_catalog.-) l.oldest_ready_at AS oldest_ready_age,
+	       COALESCE(c.done, 0) AS done, COALESCE(c.failed, 0) AS failed, COALESCE(c.cancelled, 0) AS cancelled,
+	       COALESCE(c.done_last_5min, 0) AS done_last_5min, c.errors_last_5min, c.enqueued_last_5min,
+	       c.picked_last_5min, c.avg_duration_ms_last_5min, c.avg_wait_ms_last_5min, r.counted_at
+	  FROM pqrun.live_counts l
+	  LEFT JOIN pqrun.live_count_round r ON true
+	  LEFT JOIN pqrun._queue_counters() c ON c.queue OPERATOR(pg_catalog.=) l.queue
+	                                     AND c.job_type OPERATOR(pg_catalog.=) l.job_type;
+
+/* queue_controls without the READY jobs each control holds back: the
+ * RUNNING ones are counted (by job_live_running, a set as small as the
+ * fleet), the backlog is not, and a condition on the controls' columns
+ * reads only the controls it names (by queue_control_key). */
+CREATE VIEW pqrun.flow_controls AS
+	WITH running AS (
+		SELECT j.queue, j.job_type, j.concurrency_key, pg_catalog.count(*) AS running
+		  FROM pqrun.job_live j
+		 WHERE j.status OPERATOR(pg_catalog.=) 'RUNNING'
+		 GROUP BY j.queue, j.job_type, j.concurrency_key)
+	SELECT c.queue, c.job_type, c.concurrency_key, c.paused, c.max_running,
+	       (SELECT COALESCE(pg_catalog.sum(l.running), 0)::bigint FROM running l
+	         WHERE l.queue OPERATOR(pg_catalog.=) c.queue
+	           AND (c.job_type IS NULL OR l.job_type OPERATOR(pg_catalog.=) c.job_type)
+	           AND (c.concurrency_key IS NULL OR l.concurrency_key OPERATOR(pg_catalog.=) c.concurrency_key)) AS running,
+	       c.rate, c.burst,
+	       CASE WHEN c.rate IS NOT NULL
+	            THEN LEAST(c.burst, COALESCE(f.tokens OPERATOR(pg_catalog.+)
+	                                         (c.rate OPERATOR(pg_catalog.*)
+	                                          pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()
+	                                                               OPERATOR(pg_catalog.-) f.refilled_at)),
+	                                         c.burst)) END AS tokens,
+	       c.max_running_per_key,
+	       CASE WHEN c.job_type IS NULL AND c.concurrency_key IS NULL THEN
+	           (SELECT COALESCE(pg_catalog.max(k.running), 0)::bigint
+	              FROM (SELECT pg_catalog.sum(b.running) AS running FROM running b
+	                     WHERE b.queue OPERATOR(pg_catalog.=) c.queue AND b.concurrency_key IS NOT NULL
+	                     GROUP BY b.concurrency_key) k) END AS busiest_key_running,
+	       c.rate_per_key, c.burst_per_key,
+	       CASE WHEN c.rate_per_key IS NOT NULL THEN COALESCE(b.keys_without_token, 0) END AS rate_limited_keys,
+	       c.keyed, c.updated_at
+	  FROM pqrun.queue_control c
+	  LEFT JOIN pqrun._flow_counters() f ON f.control_id OPERATOR(pg_catalog.=) c.id
+	  LEFT JOIN pqrun._key_buckets() b ON b.control_id OPERATOR(pg_catalog.=) c.id;
+REVOKE ALL ON pqrun.queue_overview, pqrun.flow_controls FROM PUBLIC;
+
+/* The unfinished jobs waiting for job `job_id` (its pending dependency
+ * edges, by their primary key), in id order, at most max_rows (NULL: 100;
+ * 1,000 at most). */
+CREATE FUNCTION pqrun.job_dependents(job_id bigint, max_rows int DEFAULT 100)
+RETURNS TABLE (id bigint, queue text, job_type text, status pqrun.job_status)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT j.id, j.queue, j.job_type, j.status
+	  FROM pqrun.job_dep d JOIN pqrun.job_live j ON j.id = d.job_id
+	 WHERE d.dep_id = $1
+	 ORDER BY d.job_id
+	 LIMIT LEAST(GREATEST(COALESCE($2, 100), 0), 1000)
+$$;
+REVOKE ALL ON FUNCTION pqrun.job_dependents(bigint, int) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_monitor(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._require_role(role);
+	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
+	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.queue_controls,'
+	               ' pqrun.queue_overview, pqrun.flow_controls, pqrun.workers, pqrun.health TO %s', role);
+	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
+		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
+	END IF;
+	/* Functions in a view run with the privileges of whoever reads it. */
+	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
+	               ' pqrun._key_buckets(), pqrun._shared_counters(), pqrun._label(text),'
+	               ' pqrun.job_dependents(bigint, int) TO %s', role);
+END $$;
+
+/* The roles made monitors (or operators) before 0.21.0 may read what it
+ * adds for them too. */
+DO $$
+DECLARE
+	r regrole;
+BEGIN
+	FOR r IN SELECT DISTINCT (a).grantee::regrole
+	           FROM (SELECT pg_catalog.aclexplode(c.relacl) AS a FROM pg_catalog.pg_class c
+	                  WHERE c.oid OPERATOR(pg_catalog.=) 'pqrun.queue_stats'::regclass) acl
+	          WHERE (a).privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+	            AND (a).grantee OPERATOR(pg_catalog.<>) 0
+	            AND (a).grantee OPERATOR(pg_catalog.<>) (a).grantor
+	LOOP
+		PERFORM pqrun.grant_monitor(r);
+	END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION pqrun.metrics()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+/* Its plan is large and costed for a backlog it does not read: compiling
+ * it took seconds. */
+SET jit = off
+AS $$
+	/* The unfinished jobs as the maintenance worker last counted them
+	 * (queue_overview), or counted here (queue_stats) where no count was
+	 * taken yet; the flow controls without their READY jobs; each read
+	 * once, as is shared memory. */
+	WITH qs AS MATERIALIZED (
+	       SELECT queue, job_type, blocked, ready OPERATOR(pg_catalog.+) delayed AS ready, running, done, failed,
+	              cancelled, oldest_ready_age, done_last_5min, enqueued_last_5min, picked_last_5min,
+	              errors_last_5min, counted_at
+	         FROM pqrun.queue_overview
+	       UNION ALL
+	       SELECT queue, job_type, blocked, ready, running, done, failed, cancelled, oldest_ready_age,
+	              done_last_5min, enqueued_last_5min, picked_last_5min, errors_last_5min, NULL
+	         FROM pqrun.queue_stats WHERE NOT EXISTS (SELECT FROM pqrun.queue_overview)),
+	     qc AS MATERIALIZED (SELECT * FROM pqrun.flow_controls),
+	     sc AS MATERIALIZED (SELECT * FROM pqrun._shared_counters())
+	SELECT pg_catalog.concat_ws(E'\n',
+	  '# HELP pqrun_jobs Jobs by queue, job type and status.',
+	  '# TYPE pqrun_jobs gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_jobs{queue=%s,job_type=%s,status="%s"} %s',
+	           pqrun._label(s.queue), pqrun._label(s.job_type), st.status, st.n), E'\n'
+	           ORDER BY s.queue, s.job_type, st.status)
+	     FROM qs s,
+	          LATERAL (VALUES ('BLOCKED', s.blocked), ('READY', s.ready), ('RUNNING', s.running),
+	                          ('DONE', s.done), ('FAILED', s.failed), ('CANCELLED', s.cancelled)) AS st(status, n)),
+	  '# HELP pqrun_oldest_ready_age_seconds Age of the oldest runnable job when the jobs were counted.',
+	  '# TYPE pqrun_oldest_ready_age_seconds gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_oldest_ready_age_seconds{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(job_type),
+	           COALESCE(pg_catalog.date_part('epoch', oldest_ready_age), 0)), E'\n' ORDER BY queue, job_type)
+	     FROM qs),
+	  '# HELP pqrun_done_last_5min Jobs finished DONE in the last five minutes.',
+	  '# TYPE pqrun_done_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_done_last_5min{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(job_type), done_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs),
+	  '# HELP pqrun_live_counts_age_seconds Age of the counts of unfinished jobs in pqrun_jobs (0: counted by this scrape).',
+	  '# TYPE pqrun_live_counts_age_seconds gauge',
+	  (SELECT pg_catalog.format('pqrun_live_counts_age_seconds %s',
+	           COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.max(counted_at)), 0))
+	     FROM qs),
+	  '# HELP pqrun_horizon_xact_age Transaction age (in XIDs) of the backend holding back vacuum.',
+	  '# TYPE pqrun_horizon_xact_age gauge',
+	  (SELECT pg_catalog.format('pqrun_horizon_xact_age %s', COALESCE(horizon_xact_age, 0)) FROM pqrun.health),
+	  '# HELP pqrun_dead_tuples Dead tuples in pqrun''s tables.',
+	  '# TYPE pqrun_dead_tuples gauge',
+	  (SELECT pg_catalog.format(E'pqrun_dead_tuples{table="job_live"} %s\npqrun_dead_tuples{table="job_done"} %s',
+	           COALESCE(job_live_dead_tuples, 0), COALESCE(job_done_dead_tuples, 0)) FROM pqrun.health),
+	  '# HELP pqrun_queue_paused Whether pickups skip the queue (pqrun.pause_queue).',
+	  '# TYPE pqrun_queue_paused gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_queue_paused{queue=%s} %s',
+	           pqrun._label(queue), CASE WHEN paused THEN 1 ELSE 0 END), E'\n' ORDER BY queue)
+	     FROM qc WHERE job_type IS NULL),
+	  '# HELP pqrun_concurrency_limit Most jobs RUNNING at once (pqrun.set_concurrency_limit; job_type "" for the queue).',
+	  '# TYPE pqrun_concurrency_limit gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_concurrency_limit{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), max_running), E'\n'
+	           ORDER BY queue, job_type NULLS FIRST)
+	     FROM qc WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
+	  '# HELP pqrun_concurrency_running Jobs RUNNING under a concurrency limit.',
+	  '# TYPE pqrun_concurrency_running gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_concurrency_running{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), running), E'\n'
+	           ORDER BY queue, job_type NULLS FIRST)
+	     FROM qc WHERE max_running IS NOT NULL AND concurrency_key IS NULL),
+	  '# HELP pqrun_key_limit Most jobs of one concurrency key RUNNING at once (pqrun.set_key_limit; concurrency_key "" for every key without its own).',
+	  '# TYPE pqrun_key_limit gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_limit{queue=%s,concurrency_key=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
+	           CASE WHEN concurrency_key IS NULL THEN max_running_per_key ELSE max_running END), E'\n'
+	           ORDER BY queue, concurrency_key NULLS FIRST)
+	     FROM qc
+	    WHERE (concurrency_key IS NOT NULL AND max_running IS NOT NULL) OR max_running_per_key IS NOT NULL),
+	  '# HELP pqrun_key_running Jobs RUNNING of the concurrency key (concurrency_key "": of the busiest key without a limit of its own).',
+	  '# TYPE pqrun_key_running gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_running{queue=%s,concurrency_key=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
+	           CASE WHEN concurrency_key IS NULL THEN busiest_key_running ELSE running END), E'\n'
+	           ORDER BY queue, concurrency_key NULLS FIRST)
+	     FROM qc
+	    WHERE (concurrency_key IS NOT NULL AND max_running IS NOT NULL) OR max_running_per_key IS NOT NULL),
+	  '# HELP pqrun_rate_limit Most claims per second (pqrun.set_rate_limit; job_type "" for the queue).',
+	  '# TYPE pqrun_rate_limit gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_limit{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), rate), E'\n'
+	           ORDER BY queue, job_type NULLS FIRST)
+	     FROM qc WHERE rate IS NOT NULL AND concurrency_key IS NULL),
+	  '# HELP pqrun_rate_tokens Claims a rate limit allows at once now.',
+	  '# TYPE pqrun_rate_tokens gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rate_tokens{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(job_type, '')), tokens), E'\n'
+	           ORDER BY queue, job_type NULLS FIRST)
+	     FROM qc WHERE rate IS NOT NULL AND concurrency_key IS NULL),
+	  '# HELP pqrun_key_rate_limit Most claims per second of one concurrency key (pqrun.set_key_rate_limit; concurrency_key "" for every key without its own).',
+	  '# TYPE pqrun_key_rate_limit gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limit{queue=%s,concurrency_key=%s} %s',
+	           pqrun._label(queue), pqrun._label(COALESCE(concurrency_key, '')),
+	           CASE WHEN concurrency_key IS NULL THEN rate_per_key ELSE rate END), E'\n'
+	           ORDER BY queue, concurrency_key NULLS FIRST)
+	     FROM qc
+	    WHERE (concurrency_key IS NOT NULL AND rate IS NOT NULL) OR rate_per_key IS NOT NULL),
+	  '# HELP pqrun_key_rate_tokens Claims a key''s own rate limit allows at once now.',
+	  '# TYPE pqrun_key_rate_tokens gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_tokens{queue=%s,concurrency_key=%s} %s',
+	           pqrun._label(queue), pqrun._label(concurrency_key), tokens), E'\n'
+	           ORDER BY queue, concurrency_key)
+	     FROM qc WHERE rate IS NOT NULL AND concurrency_key IS NOT NULL),
+	  '# HELP pqrun_key_rate_limited Keys of the queue without a token in their bucket now (pqrun.set_key_rate_limit).',
+	  '# TYPE pqrun_key_rate_limited gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_key_rate_limited{queue=%s} %s',
+	           pqrun._label(queue), rate_limited_keys), E'\n' ORDER BY queue)
+	     FROM qc WHERE rate_per_key IS NOT NULL),
+	  '# HELP pqrun_enqueued_last_5min Jobs enqueued in the last five minutes.',
+	  '# TYPE pqrun_enqueued_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_enqueued_last_5min{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(job_type), enqueued_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs WHERE enqueued_last_5min IS NOT NULL),
+	  '# HELP pqrun_picked_last_5min Jobs claimed in the last five minutes.',
+	  '# TYPE pqrun_picked_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_picked_last_5min{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(job_type), picked_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs WHERE picked_last_5min IS NOT NULL),
+	  '# HELP pqrun_errors_last_5min Attempts that ended in an error in the last five minutes, retried or not.',
+	  '# TYPE pqrun_errors_last_5min gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_errors_last_5min{queue=%s,job_type=%s} %s',
+	           pqrun._label(queue), pqrun._label(job_type), errors_last_5min), E'\n' ORDER BY queue, job_type)
+	     FROM qs WHERE errors_last_5min IS NOT NULL),
+	  '# HELP pqrun_rescued_total RUNNING jobs maintenance put back since the database''s worker slot was taken: stale (their stale window passed) or orphaned (their holder''s session ended).',
+	  '# TYPE pqrun_rescued_total counter',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_rescued_total{reason="%s"} %s', label, value), E'\n' ORDER BY label)
+	     FROM sc WHERE metric = 'rescued_total'),
+	  '# HELP pqrun_shared_memory_entries Entries taken in a fixed-size table of pqrun''s shared memory.',
+	  '# TYPE pqrun_shared_memory_entries gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_shared_memory_entries{table="%s"} %s', label, value), E'\n' ORDER BY label)
+	     FROM sc WHERE metric = 'shared_memory_entries'),
+	  '# HELP pqrun_shared_memory_capacity Entries a fixed-size table of pqrun''s shared memory holds.',
+	  '# TYPE pqrun_shared_memory_capacity gauge',
+	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_shared_memory_capacity{table="%s"} %s', label, value), E'\n' ORDER BY label)
+	     FROM sc WHERE metric = 'shared_memory_capacity')) || E'\n'
+$$;
