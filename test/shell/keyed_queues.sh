@@ -165,20 +165,28 @@ def race(name, isolation, producer_first):
     queue = f"race-{name}"
     old = a("SELECT pqrun.enqueue('k', queue => %s, concurrency_key => 'a')", (queue,))[0][0]
     a("SELECT pqrun.cancel(%s)", (old,))
-    a("UPDATE pqrun.queue_control SET updated_at = now() - interval '2 minutes' WHERE queue = %s", (queue,))
     producer = psycopg.connect("")
     sweeper = psycopg.connect("")
+    # The mark backdated in the sweeper's transaction, with its clearing: the
+    # database's worker, whose rounds clear idle marks too, sees it fresh
+    # and its row locked, and leaves it. (Backdated before, a round of the
+    # worker's between the two cleared it first: "enqueue first" then found
+    # the mark gone before its enqueue could hold it.)
+    backdate = lambda: sweeper.execute("UPDATE pqrun.queue_control SET updated_at = now() - interval '2 minutes'"
+                                       " WHERE queue = %s", (queue,))
     producer.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
     producer.execute("SELECT 1")  # the snapshot of a REPEATABLE READ transaction
     job, error = None, None
     if producer_first:
         job = producer.execute("SELECT pqrun.enqueue('k', queue => %s, concurrency_key => 'b')", (queue,)).fetchone()[0]
+        backdate()
         sweeper.execute("SELECT pqrun.run_maintenance()")
         sweeper.commit()
         cleared = marked(queue) != [(True,)]
         producer.commit()
         check(f"{name}: a clearing while a keyed enqueue is not committed leaves the mark", not cleared)
     else:
+        backdate()
         sweeper.execute("SELECT pqrun.run_maintenance()")
         result = {}
         def enqueue():
