@@ -5,7 +5,8 @@
  * worker (pqrun.live_counts, pqrun.queue_overview) instead of by every
  * reader, the flow controls can be read without counting the backlog
  * (pqrun.flow_controls), metrics() reads both, and pqrun.job_dependents
- * lists what waits for a job by its edges.
+ * lists what waits for a job by its edges. What the grant_* functions give
+ * and distribute() delegates is one list, pqrun._api().
  */
 \echo Use "ALTER EXTENSION pqrun UPDATE TO '0.21.0'" to load this file. \quit
 
@@ -145,20 +146,108 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION pqrun.job_dependents(bigint, int) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pqrun.grant_monitor(role regrole)
+/* What pqrun's roles may use, in one list (0.21.0): each relation
+ * (SELECT), function and procedure (EXECUTE) of the API with the roles that
+ * grant_producer, grant_worker, grant_monitor and grant_operator give it
+ * to, and whether distribute() has Citus run a call of it on the node of
+ * its queue. A function added to the API is granted and delegated by its
+ * row here. */
+CREATE FUNCTION pqrun._api(OUT object text, OUT kind "char", OUT roles text[], OUT delegated boolean)
+RETURNS SETOF record LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ VALUES
+	('pqrun.jobs', 'r'::"char", '{producer,worker,monitor,operator}'::text[], false),
+	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
+	 * and the flow controls as its caller. */
+	('pqrun.job_live', 'r', '{worker}', false),
+	('pqrun.queue_control', 'r', '{worker}', false),
+	('pqrun.job_attempts', 'r', '{monitor,operator}', false),
+	('pqrun.queue_stats', 'r', '{monitor,operator}', false),
+	('pqrun.queue_controls', 'r', '{monitor,operator}', false),
+	('pqrun.queue_overview', 'r', '{monitor,operator}', false),
+	('pqrun.flow_controls', 'r', '{monitor,operator}', false),
+	('pqrun.workers', 'r', '{monitor,operator}', false),
+	('pqrun.health', 'r', '{monitor,operator}', false),
+	('pqrun.periodic', 'r', '{monitor,operator}', false),
+	('pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int)', 'f',
+	 '{producer,worker}', true),
+	('pqrun.enqueue_batch(jsonb)', 'f', '{producer,worker}', false),
+	('pqrun.cancel(bigint, text, text)', 'f', '{producer,operator}', true),
+	('pqrun.pickup(text, text[], text[], int, interval)', 'f', '{worker}', false),
+	('pqrun.pickup_from(text, text, int, interval, text[])', 'f', '{worker}', true),
+	('pqrun.mark_done(bigint, jsonb, uuid, text)', 'f', '{worker}', true),
+	('pqrun.mark_done_batch(bigint[], uuid[], text)', 'f', '{worker}', true),
+	('pqrun.mark_done_and_pickup(text, bigint[], uuid[], jsonb[], text[], text[], int)', 'f', '{worker}', false),
+	('pqrun.mark_error(bigint, text, boolean, uuid, interval, text)', 'f', '{worker}', true),
+	('pqrun.heartbeat(bigint, uuid, jsonb, interval, text)', 'f', '{worker}', true),
+	('pqrun.release(bigint, uuid, text)', 'f', '{worker}', true),
+	('pqrun.snooze(bigint, interval, uuid, text)', 'f', '{worker}', true),
+	('pqrun.queue_node(text)', 'f', '{worker}', false),
+	('pqrun.await_jobs(text[], text[], interval, boolean)', 'p', '{worker}', false),
+	('pqrun.metrics()', 'f', '{monitor,operator}', false),
+	('pqrun.job_dependents(bigint, int)', 'f', '{monitor,operator}', false),
+	/* Functions in a view run with the privileges of whoever reads it. */
+	('pqrun._queue_counters()', 'f', '{monitor,operator}', false),
+	('pqrun._flow_counters()', 'f', '{monitor,operator}', false),
+	('pqrun._key_buckets()', 'f', '{monitor,operator}', false),
+	('pqrun._shared_counters()', 'f', '{monitor,operator}', false),
+	('pqrun._label(text)', 'f', '{monitor,operator}', false),
+	('pqrun.retry(bigint, text)', 'f', '{operator}', true),
+	('pqrun.pause_queue(text)', 'f', '{operator}', true),
+	('pqrun.resume_queue(text)', 'f', '{operator}', true),
+	('pqrun.set_concurrency_limit(text, int, text)', 'f', '{operator}', true),
+	('pqrun.set_rate_limit(text, double precision, int, text)', 'f', '{operator}', true),
+	('pqrun.set_key_limit(text, int, text)', 'f', '{operator}', true),
+	('pqrun.set_key_rate_limit(text, double precision, int, text)', 'f', '{operator}', true),
+	/* The bulk actions run as their caller (they commit): the helpers they call. */
+	('pqrun.retry_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, int, bigint)', 'p',
+	 '{operator}', false),
+	('pqrun.cancel_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, text, int, bigint)', 'p',
+	 '{operator}', false),
+	('pqrun._jobs_matching(boolean, text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, bigint, int)',
+	 'f', '{operator}', false),
+	('pqrun._check_bulk(pqrun.job_status[], pqrun.job_status[], int)', 'f', '{operator}', false),
+	('pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean)', 'f', '{}', true)
+$$;
+REVOKE ALL ON FUNCTION pqrun._api() FROM PUBLIC;
+
+/* _grant gives `role` schema pqrun and what pqrun._api() lists for `as`. */
+CREATE FUNCTION pqrun._grant(role regrole, "as" text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	a record;
 BEGIN
 	PERFORM pqrun._require_role(role);
 	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
-	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.queue_controls,'
-	               ' pqrun.queue_overview, pqrun.flow_controls, pqrun.workers, pqrun.health TO %s', role);
-	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
-		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
-	END IF;
-	/* Functions in a view run with the privileges of whoever reads it. */
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
-	               ' pqrun._key_buckets(), pqrun._shared_counters(), pqrun._label(text),'
-	               ' pqrun.job_dependents(bigint, int) TO %s', role);
+	FOR a IN SELECT * FROM pqrun._api() WHERE "as" = ANY (roles) ORDER BY object LOOP
+		EXECUTE format(CASE a.kind WHEN 'r' THEN 'GRANT SELECT ON %s TO %s'
+		                           WHEN 'p' THEN 'GRANT EXECUTE ON PROCEDURE %s TO %s'
+		                           ELSE 'GRANT EXECUTE ON FUNCTION %s TO %s' END, a.object, role);
+	END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION pqrun._grant(regrole, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_producer(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._grant(role, 'producer');
+END $$;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_worker(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._grant(role, 'worker');
+END $$;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_monitor(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._grant(role, 'monitor');
+END $$;
+
+CREATE OR REPLACE FUNCTION pqrun.grant_operator(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._grant(role, 'operator');
 END $$;
 
 /* The roles made monitors (or operators) before 0.21.0 may read what it
@@ -325,3 +414,71 @@ AS $$
 	  (SELECT pg_catalog.string_agg(pg_catalog.format('pqrun_shared_memory_capacity{table="%s"} %s', label, value), E'\n' ORDER BY label)
 	     FROM sc WHERE metric = 'shared_memory_capacity')) || E'\n'
 $$;
+
+CREATE OR REPLACE FUNCTION pqrun.distribute(shard_count int DEFAULT 32)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	holding text;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+		RAISE EXCEPTION 'Citus is not installed in this database' USING ERRCODE = '0A000';
+	END IF;
+	IF shard_count IS NULL OR shard_count OPERATOR(pg_catalog.<) 1 OR shard_count OPERATOR(pg_catalog.>) 64000 THEN
+		RAISE EXCEPTION 'shard_count must be between 1 and 64000' USING ERRCODE = '22023';
+	END IF;
+	IF NOT pg_catalog.citus_is_coordinator() THEN
+		RAISE EXCEPTION 'pqrun.distribute() runs on the coordinator' USING ERRCODE = '0A000';
+	END IF;
+	IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+	            WHERE logicalrelid OPERATOR(pg_catalog.=) 'pqrun.job_live'::pg_catalog.regclass) THEN
+		RAISE NOTICE 'pqrun''s tables are distributed already';
+	ELSE
+		/* A worker's own tables become the shells of the distributed ones:
+		 * their jobs would be hidden. */
+		SELECT pg_catalog.string_agg(r.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) r.nodeport, ', ')
+		  INTO holding
+		  FROM pg_catalog.run_command_on_workers(
+		           'SELECT (SELECT pg_catalog.count(*) FROM (SELECT FROM pqrun.job_live LIMIT 1) l)'
+		           ' OPERATOR(pg_catalog.+) (SELECT pg_catalog.count(*) FROM (SELECT FROM pqrun.job_done LIMIT 1) d)') r
+		 WHERE NOT r.success OR r.result OPERATOR(pg_catalog.<>) '0';
+		IF holding IS NOT NULL THEN
+			RAISE EXCEPTION 'worker nodes hold jobs of their own: %', holding USING ERRCODE = '55000',
+				HINT = 'Finish or purge them first: distributed, pqrun''s tables on a worker are shells whose rows are not read.';
+		END IF;
+		/* Schedules and queue controls are kept on the node of their queue;
+		 * the coordinator's own would apply nowhere. */
+		IF EXISTS (SELECT FROM pqrun.periodic) OR EXISTS (SELECT FROM pqrun.queue_control) THEN
+			RAISE EXCEPTION 'the coordinator has schedules or queue controls' USING ERRCODE = '55000',
+				HINT = 'Remove them, and make them again through the coordinator once the tables are distributed.';
+		END IF;
+		/* Ids unique across the cluster: Citus leaves an extension's sequence
+		 * alone on the workers, so each node's counts from its group id << 48,
+		 * as Citus's own sequences on workers do. */
+		PERFORM pg_catalog.run_command_on_all_nodes(
+			'SELECT pg_catalog.setval(''pqrun.job_id_seq'', GREATEST((SELECT last_value FROM pqrun.job_id_seq),'
+			' ((SELECT groupid FROM pg_catalog.pg_dist_local_group)::bigint OPERATOR(pg_catalog.<<) 48)'
+			' OPERATOR(pg_catalog.+) 1))');
+		ALTER TABLE pqrun.job_live DROP CONSTRAINT job_live_pkey, ADD CONSTRAINT job_live_pkey PRIMARY KEY (id, queue);
+		DROP INDEX pqrun.job_live_dedupe;
+		CREATE UNIQUE INDEX job_live_dedupe ON pqrun.job_live (dedupe_key, queue) WHERE dedupe_key IS NOT NULL;
+		PERFORM pg_catalog.create_distributed_table('pqrun.job_live', 'queue', shard_count => shard_count);
+		PERFORM pg_catalog.create_distributed_table('pqrun.job_done', 'queue', colocate_with => 'pqrun.job_live');
+	END IF;
+	/* The lanes of filtered pickups (0.16.0) of an install distributed
+	 * before: its update left them to this call, since an index made in an
+	 * extension's script does not reach the shards. */
+	IF pg_catalog.to_regclass('pqrun.job_live_pick_type') IS NULL THEN
+		CREATE INDEX job_live_pick_type ON pqrun.job_live (job_type, (-(priority::bigint)), id)
+			WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
+	END IF;
+	IF pg_catalog.to_regclass('pqrun.job_live_pick_queue') IS NULL THEN
+		CREATE INDEX job_live_pick_queue ON pqrun.job_live (queue, job_type, (-(priority::bigint)), id)
+			WHERE status = 'READY' AND NOT delayed AND concurrency_key IS NULL;
+	END IF;
+	/* The delegated calls, again on a second call: ALTER EXTENSION pqrun
+	 * UPDATE may have made some of them anew. */
+	PERFORM pg_catalog.create_distributed_function(a.object::pg_catalog.regprocedure, 'queue',
+	                                               colocate_with => 'pqrun.job_live')
+	   FROM pqrun._api() a WHERE a.delegated;
+END $$;

@@ -918,51 +918,102 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION pqrun._require_role(regrole) FROM PUBLIC;
 
-CREATE FUNCTION pqrun.grant_producer(role regrole)
+/* What pqrun's roles may use, in one list (0.21.0): each relation
+ * (SELECT), function and procedure (EXECUTE) of the API with the roles that
+ * grant_producer, grant_worker, grant_monitor and grant_operator give it
+ * to, and whether distribute() has Citus run a call of it on the node of
+ * its queue. A function added to the API is granted and delegated by its
+ * row here. */
+CREATE FUNCTION pqrun._api(OUT object text, OUT kind "char", OUT roles text[], OUT delegated boolean)
+RETURNS SETOF record LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ VALUES
+	('pqrun.jobs', 'r'::"char", '{producer,worker,monitor,operator}'::text[], false),
+	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
+	 * and the flow controls as its caller. */
+	('pqrun.job_live', 'r', '{worker}', false),
+	('pqrun.queue_control', 'r', '{worker}', false),
+	('pqrun.job_attempts', 'r', '{monitor,operator}', false),
+	('pqrun.queue_stats', 'r', '{monitor,operator}', false),
+	('pqrun.queue_controls', 'r', '{monitor,operator}', false),
+	('pqrun.queue_overview', 'r', '{monitor,operator}', false),
+	('pqrun.flow_controls', 'r', '{monitor,operator}', false),
+	('pqrun.workers', 'r', '{monitor,operator}', false),
+	('pqrun.health', 'r', '{monitor,operator}', false),
+	('pqrun.periodic', 'r', '{monitor,operator}', false),
+	('pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int)', 'f',
+	 '{producer,worker}', true),
+	('pqrun.enqueue_batch(jsonb)', 'f', '{producer,worker}', false),
+	('pqrun.cancel(bigint, text, text)', 'f', '{producer,operator}', true),
+	('pqrun.pickup(text, text[], text[], int, interval)', 'f', '{worker}', false),
+	('pqrun.pickup_from(text, text, int, interval, text[])', 'f', '{worker}', true),
+	('pqrun.mark_done(bigint, jsonb, uuid, text)', 'f', '{worker}', true),
+	('pqrun.mark_done_batch(bigint[], uuid[], text)', 'f', '{worker}', true),
+	('pqrun.mark_done_and_pickup(text, bigint[], uuid[], jsonb[], text[], text[], int)', 'f', '{worker}', false),
+	('pqrun.mark_error(bigint, text, boolean, uuid, interval, text)', 'f', '{worker}', true),
+	('pqrun.heartbeat(bigint, uuid, jsonb, interval, text)', 'f', '{worker}', true),
+	('pqrun.release(bigint, uuid, text)', 'f', '{worker}', true),
+	('pqrun.snooze(bigint, interval, uuid, text)', 'f', '{worker}', true),
+	('pqrun.queue_node(text)', 'f', '{worker}', false),
+	('pqrun.await_jobs(text[], text[], interval, boolean)', 'p', '{worker}', false),
+	('pqrun.metrics()', 'f', '{monitor,operator}', false),
+	('pqrun.job_dependents(bigint, int)', 'f', '{monitor,operator}', false),
+	/* Functions in a view run with the privileges of whoever reads it. */
+	('pqrun._queue_counters()', 'f', '{monitor,operator}', false),
+	('pqrun._flow_counters()', 'f', '{monitor,operator}', false),
+	('pqrun._key_buckets()', 'f', '{monitor,operator}', false),
+	('pqrun._shared_counters()', 'f', '{monitor,operator}', false),
+	('pqrun._label(text)', 'f', '{monitor,operator}', false),
+	('pqrun.retry(bigint, text)', 'f', '{operator}', true),
+	('pqrun.pause_queue(text)', 'f', '{operator}', true),
+	('pqrun.resume_queue(text)', 'f', '{operator}', true),
+	('pqrun.set_concurrency_limit(text, int, text)', 'f', '{operator}', true),
+	('pqrun.set_rate_limit(text, double precision, int, text)', 'f', '{operator}', true),
+	('pqrun.set_key_limit(text, int, text)', 'f', '{operator}', true),
+	('pqrun.set_key_rate_limit(text, double precision, int, text)', 'f', '{operator}', true),
+	/* The bulk actions run as their caller (they commit): the helpers they call. */
+	('pqrun.retry_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, int, bigint)', 'p',
+	 '{operator}', false),
+	('pqrun.cancel_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, text, int, bigint)', 'p',
+	 '{operator}', false),
+	('pqrun._jobs_matching(boolean, text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, bigint, int)',
+	 'f', '{operator}', false),
+	('pqrun._check_bulk(pqrun.job_status[], pqrun.job_status[], int)', 'f', '{operator}', false),
+	('pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean)', 'f', '{}', true)
+$$;
+REVOKE ALL ON FUNCTION pqrun._api() FROM PUBLIC;
+
+/* _grant gives `role` schema pqrun and what pqrun._api() lists for `as`. */
+CREATE FUNCTION pqrun._grant(role regrole, "as" text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	a record;
 BEGIN
 	PERFORM pqrun._require_role(role);
 	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
-	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),'
-	               ' pqrun.enqueue_batch(jsonb), pqrun.cancel(bigint, text, text) TO %s', role);
+	FOR a IN SELECT * FROM pqrun._api() WHERE "as" = ANY (roles) ORDER BY object LOOP
+		EXECUTE format(CASE a.kind WHEN 'r' THEN 'GRANT SELECT ON %s TO %s'
+		                           WHEN 'p' THEN 'GRANT EXECUTE ON PROCEDURE %s TO %s'
+		                           ELSE 'GRANT EXECUTE ON FUNCTION %s TO %s' END, a.object, role);
+	END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION pqrun._grant(regrole, text) FROM PUBLIC;
+
+CREATE FUNCTION pqrun.grant_producer(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._grant(role, 'producer');
 END $$;
 
 CREATE FUNCTION pqrun.grant_worker(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-	PERFORM pqrun._require_role(role);
-	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
-	EXECUTE format('GRANT SELECT ON pqrun.jobs TO %s', role);
-	/* await_jobs cannot be SECURITY DEFINER (it commits): it reads job_live
-	 * and the flow controls as its caller. */
-	EXECUTE format('GRANT SELECT ON pqrun.job_live, pqrun.queue_control TO %s', role);
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.pickup(text, text[], text[], int, interval),'
-	               ' pqrun.pickup_from(text, text, int, interval, text[]),'
-	               ' pqrun.mark_done(bigint, jsonb, uuid, text), pqrun.mark_done_batch(bigint[], uuid[], text),'
-	               ' pqrun.mark_done_and_pickup(text, bigint[], uuid[], jsonb[], text[], text[], int),'
-	               ' pqrun.mark_error(bigint, text, boolean, uuid, interval, text),'
-	               ' pqrun.heartbeat(bigint, uuid, jsonb, interval, text),'
-	               ' pqrun.release(bigint, uuid, text), pqrun.snooze(bigint, interval, uuid, text),'
-	               ' pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int),'
-	               ' pqrun.enqueue_batch(jsonb), pqrun.queue_node(text) TO %s', role);
-	EXECUTE format('GRANT EXECUTE ON PROCEDURE pqrun.await_jobs(text[], text[], interval, boolean) TO %s', role);
+	PERFORM pqrun._grant(role, 'worker');
 END $$;
 
 CREATE FUNCTION pqrun.grant_monitor(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-	PERFORM pqrun._require_role(role);
-	EXECUTE format('GRANT USAGE ON SCHEMA pqrun TO %s', role);
-	EXECUTE format('GRANT SELECT ON pqrun.jobs, pqrun.job_attempts, pqrun.queue_stats, pqrun.queue_controls,'
-	               ' pqrun.queue_overview, pqrun.flow_controls, pqrun.workers, pqrun.health TO %s', role);
-	IF to_regclass('pqrun.periodic') IS NOT NULL THEN
-		EXECUTE format('GRANT SELECT ON pqrun.periodic TO %s', role);
-	END IF;
-	/* Functions in a view run with the privileges of whoever reads it. */
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.metrics(), pqrun._queue_counters(), pqrun._flow_counters(),'
-	               ' pqrun._key_buckets(), pqrun._shared_counters(), pqrun._label(text),'
-	               ' pqrun.job_dependents(bigint, int) TO %s', role);
+	PERFORM pqrun._grant(role, 'monitor');
 END $$;
 
 REVOKE ALL ON FUNCTION pqrun.grant_producer(regrole), pqrun.grant_worker(regrole), pqrun.grant_monitor(regrole) FROM PUBLIC;
@@ -1104,16 +1155,7 @@ REVOKE ALL ON PROCEDURE pqrun.retry_jobs(text, text, pqrun.job_status[], timesta
 CREATE FUNCTION pqrun.grant_operator(role regrole)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-	PERFORM pqrun.grant_monitor(role);
-	EXECUTE format('GRANT EXECUTE ON FUNCTION pqrun.retry(bigint, text), pqrun.cancel(bigint, text, text),'
-	               ' pqrun.pause_queue(text), pqrun.resume_queue(text),'
-	               ' pqrun.set_concurrency_limit(text, int, text), pqrun.set_rate_limit(text, double precision, int, text),'
-	               ' pqrun.set_key_limit(text, int, text), pqrun.set_key_rate_limit(text, double precision, int, text),'
-	               ' pqrun._jobs_matching(boolean, text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, bigint, int),'
-	               ' pqrun._check_bulk(pqrun.job_status[], pqrun.job_status[], int) TO %s', role);
-	EXECUTE format('GRANT EXECUTE ON PROCEDURE'
-	               ' pqrun.retry_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, int, bigint),'
-	               ' pqrun.cancel_jobs(text, text, pqrun.job_status[], timestamptz, timestamptz, text, jsonb, text, int, bigint) TO %s', role);
+	PERFORM pqrun._grant(role, 'operator');
 END $$;
 REVOKE ALL ON FUNCTION pqrun.grant_operator(regrole) FROM PUBLIC;
 
@@ -1440,21 +1482,9 @@ BEGIN
 	END IF;
 	/* The delegated calls, again on a second call: ALTER EXTENSION pqrun
 	 * UPDATE may have made some of them anew. */
-	PERFORM pg_catalog.create_distributed_function(f::pg_catalog.regprocedure, 'queue', colocate_with => 'pqrun.job_live')
-	   FROM pg_catalog.unnest(ARRAY[
-	            'pqrun.enqueue(text, jsonb, int, timestamptz, int, int, text, text, bigint[], text, text, int)',
-	            'pqrun.pause_queue(text)', 'pqrun.resume_queue(text)',
-	            'pqrun.set_concurrency_limit(text, int, text)',
-	            'pqrun.set_rate_limit(text, double precision, int, text)',
-	            'pqrun.set_key_limit(text, int, text)',
-	            'pqrun.set_key_rate_limit(text, double precision, int, text)',
-	            'pqrun.schedule(text, text, text, interval, jsonb, int, text, text, boolean)',
-	            'pqrun.pickup_from(text, text, int, interval, text[])',
-	            'pqrun.mark_done(bigint, jsonb, uuid, text)', 'pqrun.mark_done_batch(bigint[], uuid[], text)',
-	            'pqrun.mark_error(bigint, text, boolean, uuid, interval, text)',
-	            'pqrun.heartbeat(bigint, uuid, jsonb, interval, text)', 'pqrun.release(bigint, uuid, text)',
-	            'pqrun.snooze(bigint, interval, uuid, text)', 'pqrun.cancel(bigint, text, text)',
-	            'pqrun.retry(bigint, text)']) AS f;
+	PERFORM pg_catalog.create_distributed_function(a.object::pg_catalog.regprocedure, 'queue',
+	                                               colocate_with => 'pqrun.job_live')
+	   FROM pqrun._api() a WHERE a.delegated;
 END $$;
 
 /* queue_node answers the node that holds the queue's jobs once pqrun's

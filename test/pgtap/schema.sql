@@ -7,7 +7,7 @@
 -- functions, and the documented SQLSTATEs of bad input. Who may call what is
 -- in permissions.sql.
 BEGIN;
-SELECT plan(286);
+SELECT plan(288);
 
 -- Deparsed interval defaults depend on the output style.
 SET LOCAL IntervalStyle = postgres;
@@ -262,6 +262,20 @@ SELECT is(ARRAY(SELECT DISTINCT proname::text FROM pg_proc
                                            'grant_monitor', 'grant_operator'])
                 EXCEPT SELECT f FROM other_fns ORDER BY 1), '{}'::text[],
 	'every public function and procedure of the schema is checked here');
+
+-- What the grant functions give and distribute() delegates is one list,
+-- pqrun._api() (0.21.0): each object it names exists, and the functions it
+-- grants no role are the owner's.
+SELECT is(ARRAY(SELECT object FROM pqrun._api() a
+                 WHERE CASE WHEN a.kind = 'r' THEN to_regclass(a.object) IS NULL ELSE to_regprocedure(a.object) IS NULL END),
+          '{}'::text[], 'every object pqrun._api() lists exists');
+SELECT is(ARRAY(SELECT DISTINCT p.proname::text FROM pg_proc p
+                 WHERE p.pronamespace = 'pqrun'::regnamespace AND p.proname !~ '^_'
+                   AND p.oid NOT IN (SELECT to_regprocedure(object) FROM pqrun._api() WHERE kind <> 'r' AND roles <> '{}')
+                 ORDER BY 1),
+          ARRAY['cron_next', 'distribute', 'grant_monitor', 'grant_operator', 'grant_producer', 'grant_worker', 'purge',
+                'reap_stale', 'run_maintenance', 'schedule', 'unschedule'],
+          'the API functions pqrun._api() grants no role are the owner''s alone');
 
 SELECT * FROM finish();
 ROLLBACK;
