@@ -99,24 +99,25 @@ using namespace spi;
 
 namespace {
 
-/* NoteFinished counts the job just moved to job_done as `status` (row `row`
- * of the last result: has_dependents, fifo_key, queue, job_type, old status,
- * locked_at, id). */
-void
-NoteFinished(JobStatus status, uint64 row = 0)
+/* A job a finish statement moved to job_done, read from row `row` of its
+ * result (has_dependents, fifo_key, queue, job_type, old status, locked_at,
+ * id) before the statements after it replace that result. */
+struct MovedRow {
+	finish_direct::Moved moved;
+	char *fifo_key; /* nullptr: none */
+};
+
+MovedRow
+MovedAt(uint64 row)
 {
-	stats::Finished finished;
-	if (!stats::FinishedOf(status, &finished))
-		return;
 	bool isnull;
 	Datum locked_at = Col(row, 6, &isnull);
 	int64 duration_ms = isnull ? 0 : (GetCurrentTransactionStartTimestamp() - DatumGetTimestampTz(locked_at)) / 1000;
-	const char *queue = ColText(row, 3), *job_type = ColText(row, 4);
-	stats::JobFinished(queue, job_type, finished, duration_ms);
-	flow_control::NoteEnded(queue, job_type, ColInt64(row, 7));
+	return MovedRow{{ColInt64(row, 7), ColBool(row, 1), ColText(row, 3), ColText(row, 4), duration_ms}, ColText(row, 2)};
 }
 
-/* NoteMoved counts a job finish_direct moved to job_done as `status`. */
+/* NoteMoved counts a job moved to job_done as `status`, by finish_direct
+ * or by a statement (MovedAt). */
 void
 NoteMoved(const finish_direct::Moved &moved, JobStatus status)
 {
@@ -158,8 +159,9 @@ FinishLive(int64 job_id, JobStatus status, const char *outcome, const char *erro
 	values[5] = Datum(0);
 	if (Exec(stmts::kFinishAny, values, nulls, SPI_OK_SELECT) == 0)
 		return false;
-	NoteFinished(status);
-	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
+	MovedRow row = MovedAt(0);
+	NoteMoved(row.moved, status);
+	AfterFinish(job_id, status, row.moved.has_dependents, row.fifo_key);
 	return true;
 }
 
@@ -235,8 +237,9 @@ FinishRunning(int64 job_id, Datum lease, bool has_lease, JobStatus status, const
 		if (!LockGroupOf(job_id) || Exec(stmts::kFinishRunning, values, nulls, SPI_OK_SELECT) == 0)
 			RaiseNotRunning(job_id, lease, has_lease);
 	}
-	NoteFinished(status);
-	AfterFinish(job_id, status, ColBool(0, 1), ColText(0, 2));
+	MovedRow row = MovedAt(0);
+	NoteMoved(row.moved, status);
+	AfterFinish(job_id, status, row.moved.has_dependents, row.fifo_key);
 }
 
 void
@@ -367,8 +370,9 @@ MarkDoneBatch(ArrayType *job_ids, ArrayType *lease_tokens)
 			char nulls[7] = {' ', lease_tokens ? ' ' : 'n', ' ', ' ', 'n', 'n', '\0'};
 			uint64 rows = Exec(stmts::kFinishRunningBatch, values, nulls, SPI_OK_SELECT);
 			for (uint64 i = 0; i < rows; i++) {
-				NoteFinished(JobStatus::kDone, i);
-				note(ColInt64(i, 7), ColBool(i, 1));
+				finish_direct::Moved moved = MovedAt(i).moved;
+				NoteMoved(moved, JobStatus::kDone);
+				note(moved.id, moved.has_dependents);
 			}
 		}
 		nrest = rest(rest_ids, rest_at);

@@ -73,7 +73,7 @@ bool
 Cancel(int64 job_id, const char *reason)
 {
 	citus::EnterJob(job_id);
-	if (IsFinished(JobState(job_id)))
+	if (IsFinished(StateOf(job_id).status))
 		return false;
 	if (!FinishLive(job_id, JobStatus::kCancelled, "cancelled", reason ? ClipError(reason) : "cancelled"))
 		return false;
@@ -86,19 +86,18 @@ bool
 Retry(int64 job_id)
 {
 	citus::EnterJob(job_id);
-	JobStatus status = JobState(job_id);
-	char *fifo_key = ColText(0, 3);
+	JobState was = StateOf(job_id);
 	Datum values[2] = {Int64GetDatum(job_id), Datum(0)};
-	if (status != JobStatus::kFailed && status != JobStatus::kCancelled)
+	if (was.status != JobStatus::kFailed && was.status != JobStatus::kCancelled)
 		return false;
 	if (Exec(stmts::kDedupeHolder, values, nullptr, SPI_OK_SELECT) > 0)
 		ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
 		                errmsg("job %lld cannot be retried while job %lld holds its dedupe key", (long long)job_id,
 		                       (long long)ColInt64(0, 1))));
 	bool blocked = false;
-	if (fifo_key) {
-		LockFifoGroup(fifo_key);
-		Datum key[1] = {CStringGetTextDatum(fifo_key)};
+	if (was.fifo_key) {
+		LockFifoGroup(was.fifo_key);
+		Datum key[1] = {CStringGetTextDatum(was.fifo_key)};
 		blocked = Exec(stmts::kFifoBusy, key, nullptr, SPI_OK_SELECT, 1) > 0;
 	}
 	values[1] = CStringGetTextDatum(StatusName(blocked ? JobStatus::kBlocked : JobStatus::kReady));
@@ -108,9 +107,9 @@ Retry(int64 job_id)
 	bool isnull;
 	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), ColInt64(0, 4));
 	bool keyed = SPI_tuptable->tupdesc->natts >= 5 && ColText(0, 5) != nullptr;
-	stats::Finished was;
-	if (stats::FinishedOf(status, &was))
-		stats::FinishedRemoved(queue, job_type, was, 1);
+	stats::Finished counted;
+	if (stats::FinishedOf(was.status, &counted))
+		stats::FinishedRemoved(queue, job_type, counted, 1);
 	/* Its queue may have been forgotten as keyed since it finished. */
 	if (keyed)
 		flow_control::NoteKeyed(CStringGetTextDatum(queue));

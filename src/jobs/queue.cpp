@@ -120,15 +120,18 @@ LockFifoGroups(char *const *fifo_keys, int n)
 	pfree(hashes);
 }
 
-/* JobState answers the status of job `job_id` (its row stays the last
- * result: status, lease_token, fifo_key), raising P0002 for an unknown id. */
-JobStatus
-JobState(int64 job_id)
+JobState
+StateOf(int64 job_id)
 {
 	Datum values[1] = {Int64GetDatum(job_id)};
 	if (Exec(stmts::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
-	return ParseStatus(ColText(0, 1));
+	JobState state{ParseStatus(ColText(0, 1)), false, {}, ColText(0, 3)};
+	Datum lease = Col(0, 2, &state.has_lease);
+	state.has_lease = !state.has_lease;
+	if (state.has_lease)
+		state.lease_token = *DatumGetUUIDP(lease);
+	return state;
 }
 
 void
@@ -148,14 +151,12 @@ InQueue(const char *queue, ArrayType *job_ids)
 void
 RaiseNotRunning(int64 job_id, Datum lease, bool has_lease)
 {
-	JobStatus status = JobState(job_id);
-	if (status != JobStatus::kRunning)
+	JobState state = StateOf(job_id);
+	if (state.status != JobStatus::kRunning)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("job %lld is not running", (long long)job_id),
-		                errdetail("Its status is %s.", StatusName(status))));
-	bool isnull;
-	Datum current = Col(0, 2, &isnull);
-	if (!has_lease || (!isnull && memcmp(DatumGetUUIDP(current), DatumGetUUIDP(lease), UUID_LEN) == 0))
+		                errdetail("Its status is %s.", StatusName(state.status))));
+	if (!has_lease || (state.has_lease && memcmp(state.lease_token.data, DatumGetUUIDP(lease), UUID_LEN) == 0))
 		ereport(ERROR, (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
 		                errmsg("a trigger or rule on pqrun's tables suppressed the change of job %lld", (long long)job_id),
 		                errdetail("The job is unchanged.")));

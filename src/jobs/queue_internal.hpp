@@ -17,9 +17,17 @@ namespace stmts {
 extern spi::Statement kFifoBusy;
 } // namespace stmts
 
-/* JobState answers the status of job `job_id` (its row stays the last
- * result: status, lease_token, fifo_key), raising P0002 for an unknown id. */
-JobStatus JobState(int64 job_id);
+/* A job as StateOf found it. */
+struct JobState {
+	JobStatus status;
+	bool has_lease;
+	pg_uuid_t lease_token;
+	char *fifo_key; /* nullptr: none */
+};
+
+/* StateOf answers job `job_id`'s status, lease token and FIFO group,
+ * raising P0002 for an unknown id. */
+JobState StateOf(int64 job_id);
 
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
  * unknown id (P0002), not running or stale lease (55000). */

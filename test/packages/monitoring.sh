@@ -260,7 +260,8 @@ if not until("Prometheus scraped the sql-exporter and the stand-in dashboard", 6
 
 # The same series through both, and the same values where they hold still.
 MOVING = {"pqrun_oldest_ready_age_seconds", "pqrun_horizon_xact_age", "pqrun_dead_tuples",
-          "pqrun_rate_tokens", "pqrun_key_rate_tokens", "pqrun_shared_memory_entries", "pqrun_rescued_total"}
+          "pqrun_rate_tokens", "pqrun_key_rate_tokens", "pqrun_shared_memory_entries", "pqrun_rescued_total",
+          "pqrun_live_counts_age_seconds"}
 def same_series():
     s = by_job('{__name__=~"pqrun_.+",queue!~"mon_odd.*"}')
     a, b = s["pqrun-dashboard"], s["pqrun-sql-exporter"]
@@ -315,6 +316,8 @@ expect('pqrun_rate_limit{queue="mon_fail"}', 5)
 for table in ("job_live", "job_done"):
     expect('count(pqrun_dead_tuples{table="%s"}) by (job)' % table, 1)
 expect('count(pqrun_horizon_xact_age) by (job)', 1)
+# The counts' age: taken by the setup's count or the worker's since (every 10 s).
+expect('count(pqrun_live_counts_age_seconds < 60) by (job)', 1)
 
 types = set(re.findall(r"^# TYPE (\S+) ", open(os.path.join(WORK, "metrics.txt")).read(), re.M))
 missing = NEW_020 - types
