@@ -19,13 +19,13 @@ const OVERVIEW_COLUMNS = `queue, job_type, blocked, ready, delayed, running, ext
 
 // Unfinished jobs per queue and job type, at most `size` rows of whole
 // queues from the one after `after` (null: the first) or of the one queue
-// given, and when they were counted. From pqrun.queue_overview where the extension has it (0.21.0:
-// counted by the database's maintenance worker, read by its primary key);
-// counted here where it has not, or where the view is empty (a server
-// without pqrun preloaded, whose count never runs; or no job at all): queue_stats' grouping of
-// the unfinished rows with the delayed ones (READY, due later) apart,
-// joined to the shared-memory counters queue_stats reads, one pass over
-// job_live.
+// given, and when they were counted. From pqrun.queue_overview where the
+// extension has it (0.21.0: counted by the database's maintenance worker,
+// read by its primary key); counted here where it has not, or where the
+// view is empty (a server without pqrun preloaded, whose count never runs;
+// or no job at all): queue_stats' grouping of the unfinished rows with the
+// delayed ones (READY, due later) apart, joined to the shared-memory
+// counters queue_stats reads, one pass over job_live.
 async function overview(db, { queue = null, after = null, size = 1000, view = false } = {}) {
   if (view) {
     // One row more than the page holds: the page ends before the queue it

@@ -129,8 +129,8 @@ async function overview(ctx) {
 <p class="hint">Rates per minute over the last five minutes, from pqrun's shared-memory counters; ${countedAt(ctx, rows)}.
 ${ctx.refresh ? html`<a href="/">Stop refreshing</a>` : html`<a href="/?refresh=10">Refresh every 10 s</a>`}</p>
 ${table(ctx, queues)}
-${after || next ? html`<p class="pager">${after ? html`<a href="/" rel="first">First queues</a>` : ''}
-${next ? html`<a href="/${query({ after: next })}" rel="next">Next queues</a>` : ''}</p>` : ''}`,
+${after || next ? html`<p class="pager">${after ? html`<a href="/" rel="first">First queues</a>` : ''}${after && next ? ' · ' : ''}
+${next ? html`<a href="/${query({ after: next })}" rel="next">Next queues →</a>` : ''}</p>` : ''}`,
   });
 }
 
