@@ -414,43 +414,6 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'pqrun_key_buckets' LANGUAGE c VOLATILE ROWS 10
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
-/* Each control with what it holds back now (RUNNING and READY jobs it
- * covers, counted from pqrun.job_live in one pass), the tokens of its rate
- * limit, and the keys its rate limit per key holds back (without a token). */
-CREATE VIEW pqrun.queue_controls AS
-	WITH live AS (
-		SELECT j.queue, j.job_type, j.concurrency_key,
-		       pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'RUNNING') AS running,
-		       pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'READY') AS ready
-		  FROM pqrun.job_live j
-		 WHERE j.queue OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT queue FROM pqrun.queue_control))
-		 GROUP BY j.queue, j.job_type, j.concurrency_key)
-	SELECT c.queue, c.job_type, c.paused, c.max_running,
-	       COALESCE(pg_catalog.sum(l.running), 0)::bigint AS running,
-	       COALESCE(pg_catalog.sum(l.ready), 0)::bigint AS ready,
-	       c.rate, c.burst,
-	       CASE WHEN c.rate IS NOT NULL
-	            THEN LEAST(c.burst, COALESCE(f.tokens OPERATOR(pg_catalog.+)
-	                                         (c.rate OPERATOR(pg_catalog.*)
-	                                          pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()
-	                                                               OPERATOR(pg_catalog.-) f.refilled_at)),
-	                                         c.burst)) END AS tokens,
-	       c.updated_at, c.concurrency_key, c.max_running_per_key, c.keyed,
-	       CASE WHEN c.job_type IS NULL AND c.concurrency_key IS NULL THEN
-	           (SELECT COALESCE(pg_catalog.max(k.running), 0)::bigint
-	              FROM (SELECT pg_catalog.sum(b.running) AS running FROM live b
-	                     WHERE b.queue OPERATOR(pg_catalog.=) c.queue AND b.concurrency_key IS NOT NULL
-	                     GROUP BY b.concurrency_key) k) END AS busiest_key_running,
-	       c.rate_per_key, c.burst_per_key,
-	       CASE WHEN c.rate_per_key IS NOT NULL THEN COALESCE(b.keys_without_token, 0) END AS rate_limited_keys
-	  FROM pqrun.queue_control c
-	  LEFT JOIN live l ON l.queue OPERATOR(pg_catalog.=) c.queue
-	                  AND (c.job_type IS NULL OR l.job_type OPERATOR(pg_catalog.=) c.job_type)
-	                  AND (c.concurrency_key IS NULL OR l.concurrency_key OPERATOR(pg_catalog.=) c.concurrency_key)
-	  LEFT JOIN pqrun._flow_counters() f ON f.control_id OPERATOR(pg_catalog.=) c.id
-	  LEFT JOIN pqrun._key_buckets() b ON b.control_id OPERATOR(pg_catalog.=) c.id
-	 GROUP BY c.id, f.tokens, f.refilled_at, b.keys_without_token;
-
 /* pause_queue stops pickups from claiming the queue's jobs (enqueues go
  * on); resume_queue lets them again. Each answers whether it changed
  * anything. */
@@ -651,6 +614,23 @@ CREATE VIEW pqrun.flow_controls AS
 	  FROM pqrun.queue_control c
 	  LEFT JOIN pqrun._flow_counters() f ON f.control_id OPERATOR(pg_catalog.=) c.id
 	  LEFT JOIN pqrun._key_buckets() b ON b.control_id OPERATOR(pg_catalog.=) c.id;
+/* Each control with what it holds back now: flow_controls and the READY
+ * jobs it covers, counted from pqrun.job_live in one pass. */
+CREATE VIEW pqrun.queue_controls AS
+	WITH ready AS MATERIALIZED (
+		SELECT j.queue, j.job_type, j.concurrency_key, pg_catalog.count(*) AS ready
+		  FROM pqrun.job_live j
+		 WHERE j.status OPERATOR(pg_catalog.=) 'READY'
+		   AND j.queue OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT queue FROM pqrun.queue_control))
+		 GROUP BY j.queue, j.job_type, j.concurrency_key)
+	SELECT f.queue, f.job_type, f.paused, f.max_running, f.running,
+	       (SELECT COALESCE(pg_catalog.sum(r.ready), 0)::bigint FROM ready r
+	         WHERE r.queue OPERATOR(pg_catalog.=) f.queue
+	           AND (f.job_type IS NULL OR r.job_type OPERATOR(pg_catalog.=) f.job_type)
+	           AND (f.concurrency_key IS NULL OR r.concurrency_key OPERATOR(pg_catalog.=) f.concurrency_key)) AS ready,
+	       f.rate, f.burst, f.tokens, f.updated_at, f.concurrency_key, f.max_running_per_key, f.keyed,
+	       f.busiest_key_running, f.rate_per_key, f.burst_per_key, f.rate_limited_keys
+	  FROM pqrun.flow_controls f;
 REVOKE ALL ON pqrun.queue_overview, pqrun.flow_controls FROM PUBLIC;
 
 /* The unfinished jobs waiting for job `job_id` (its pending dependency

@@ -110,10 +110,23 @@ OverrideSessionDefaults()
 
 enum class Round { kDone, kNoExtension };
 
-/* RoundStep is one part of a round (maintenance.hpp), in a transaction of
- * its own; on Citus, on shard `shard` (0: the node's own tables). */
+/* The parts of a round (maintenance.hpp). */
 void
-RoundStep(int64 shard, bool live)
+LivePart()
+{
+	(void)maintenance::RunLive();
+}
+
+void
+RetentionPart()
+{
+	(void)maintenance::ApplyRetention();
+}
+
+/* RoundStep runs `part` of a round in a transaction of its own; on Citus,
+ * on shard `shard` (0: the node's own tables). */
+void
+RoundStep(int64 shard, void (*part)())
 {
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -121,10 +134,7 @@ RoundStep(int64 shard, bool live)
 		elog(ERROR, "pqrun: SPI_connect failed");
 	if (shard != 0)
 		citus::EnterShard(shard);
-	if (live)
-		maintenance::RunLive();
-	else
-		maintenance::ApplyRetention();
+	part();
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -134,7 +144,7 @@ RoundStep(int64 shard, bool live)
 TimestampTz next_count = 0;
 
 /* CountStep counts the unfinished jobs for pqrun.queue_overview
- * (maintenance::CountLive), in a transaction of its own, once
+ * (maintenance::CountLive), as a step of its own, once
  * pqrun.count_interval has passed since the last count ended and twenty
  * times as long as that count took: a count reads all of job_live, so its
  * share of a core stays under 5 % however large the backlog grows. */
@@ -145,14 +155,7 @@ CountStep()
 	if (pqrun_count_interval <= 0 || started < next_count)
 		return;
 	pgstat_report_activity(STATE_RUNNING, "pqrun count of unfinished jobs");
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pqrun: SPI_connect failed");
-	maintenance::CountLive();
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	RoundStep(0, maintenance::CountLive);
 	TimestampTz ended = GetCurrentTimestamp();
 	next_count = ended + Max(static_cast<int64>(pqrun_count_interval) * 1000, 20 * (ended - started));
 }
@@ -184,12 +187,12 @@ RunRound()
 	if (pqrun_enabled) {
 		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
 		if (!distributed) {
-			RoundStep(0, true);
-			RoundStep(0, false);
+			RoundStep(0, LivePart);
+			RoundStep(0, RetentionPart);
 		}
 		for (int i = 0; i < n; i++) {
-			RoundStep(shards[i], true);
-			RoundStep(shards[i], false);
+			RoundStep(shards[i], LivePart);
+			RoundStep(shards[i], RetentionPart);
 		}
 		/* Not on Citus: each node would count every shard
 		 * (pqrun.queue_overview is empty there; queue_stats counts). */
