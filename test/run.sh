@@ -189,9 +189,10 @@ shell_verdict() {
 	else
 		fail "shell: $1"
 		echo "shell $1 ... FAILED"
-		# What failed, then how the log ends (a worker's own log lines can
-		# fill the end of it).
-		grep -E '^(FAIL|not ok|die:)' "$3" | head -n 20
+		# What failed with the indented lines that explain it, then how the
+		# log ends (a worker's own log lines can fill the end of it).
+		awk '/^(FAIL|not ok|die:)/ { show = 1; print; next } show && /^[ \t]/ { print; next } { show = 0 }' "$3" |
+			head -n 80
 		tail -n 40 "$3"
 	fi
 }

@@ -102,6 +102,7 @@ lost_workers = set()       # worker ids (generations) whose connection was kille
 session_workers = set()    # worker ids (generations) whose claims are held by their session too
 chaos_targets = set()      # producer and consumer names
 client_pids = {}       # client name -> current backend pid (targets for chaos)
+clients = {}           # client name -> Client: their journals explain a violation
 consumer_names = set()
 
 
@@ -131,6 +132,10 @@ class Client(threading.Thread):
         self.timeout_ms = None   # session statement_timeout as far as we know
         self.deferred = None     # session pqrun.deferred_claims as far as we know
         self.crashed = None
+        # (wall clock, worker, what): the last statements and their answers,
+        # printed with a violation that names this client's worker
+        self.journal = collections.deque(maxlen=2000)
+        clients[name] = self
 
     @property
     def worker(self):
@@ -177,8 +182,18 @@ class Client(threading.Thread):
 
     def q(self, sql, params=None):
         self.last_sql = sql if params is None else f"{sql} -- {params}"
-        cur = self.conn.execute(sql, params)
-        return cur.fetchall() if cur.description is not None else None
+        worker, began = self.worker, time.time()
+        said = " ".join(sql.split())[:100] + ("" if params is None else f" -- {params}")
+        try:
+            cur = self.conn.execute(sql, params)
+            rows = cur.fetchall() if cur.description is not None else None
+        except psycopg.Error as e:
+            self.journal.append((began, worker, f"{said} -> {e.sqlstate} {' '.join(str(e).split())[:80]} "
+                                                f"({time.time() - began:.3f} s)"))
+            raise
+        self.journal.append((began, worker, f"{said} -> {rows if rows is not None and len(rows) <= 8 else 'ok'} "
+                                            f"({time.time() - began:.3f} s)"))
+        return rows
 
     def lost(self, e):
         c = self.conn
@@ -1008,12 +1023,33 @@ def main():
     return report()
 
 
+def wall(t):
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}" if t else "-"
+
+
+def explain(job_id, worker, started, attempts):
+    """What a violation about job `job_id` and `worker` needs to be
+    understood without running again: the job's attempts and handouts, and
+    the worker's statements from 3 s before the attempt began to 1 s after."""
+    lines = [f"attempt {n}: {a[2]} {a[3]} {wall(a[4])}-{wall(a[5])}"
+             for (i, n), a in sorted(attempts.items()) if i == job_id]
+    lines += [f"handout {h['att']} to {h['worker']} via {h['path']} at {h['t']:.2f}s: {h['state']}"
+              f"{', mark ' + h['uncertain_mark'] if h['uncertain_mark'] else ''}"
+              for h in handouts + uncertain_claims if h["id"] == job_id]
+    client = clients.get(worker.split(".")[0])
+    if client is not None and started:
+        lines += [f"{wall(t)} {w}: {what}" for t, w, what in list(client.journal)
+                  if started - 3 <= t <= started + 1]
+    return "".join("\n         " + line for line in lines)
+
+
 def check(mon):
     jobs = {row[0]: row for row in mon.execute(
         "SELECT id, status, attempts, lease_token::text, timeout_seconds, payload, max_attempts "
         "FROM pqrun.jobs WHERE job_type IN ('a', 'b', 'c', 'never')")}
     attempts = {(row[0], row[1]): row for row in mon.execute(
-        "SELECT a.job_id, a.attempt, a.worker_id, a.outcome FROM pqrun.job_attempts a "
+        "SELECT a.job_id, a.attempt, a.worker_id, a.outcome, extract(epoch FROM a.started_at)::float8, "
+        "       extract(epoch FROM a.finished_at)::float8 FROM pqrun.job_attempts a "
         "JOIN pqrun.jobs j ON j.id = a.job_id WHERE j.job_type IN ('a', 'b', 'c', 'never')")}
     wrong_type = mon.execute("SELECT count(*) FROM pqrun.jobs WHERE job_type NOT IN ('a', 'b', 'c', 'wake')").fetchone()[0]
     if wrong_type:
@@ -1050,7 +1086,8 @@ def check(mon):
         if any(h["state"] != "given-back" and h["uncertain_mark"] not in ("release", "snooze") for h in hs[:-1]):
             violation("job handed out twice in one attempt",
                       f"job {pair[0]} attempt {pair[1]}: " +
-                      "; ".join(f"{h['worker']} via {h['path']} at {h['t']:.2f}s lease {h['lease']}" for h in hs))
+                      "; ".join(f"{h['worker']} via {h['path']} at {h['t']:.2f}s lease {h['lease']}" for h in hs)
+                      + explain(pair[0], hs[-1]["worker"], None, attempts))
     for lease, k in by_lease.items():
         if k > 1:
             violation("lease token handed out twice", f"lease {lease} in {k} committed claims")
@@ -1065,11 +1102,12 @@ def check(mon):
             continue
         if a is None:
             violation("committed claim missing from job_attempts",
-                      f"job {pair[0]} attempt {pair[1]} claimed by {h['worker']} via {h['path']} at {h['t']:.2f}s")
+                      f"job {pair[0]} attempt {pair[1]} claimed by {h['worker']} via {h['path']} at {h['t']:.2f}s"
+                      + explain(pair[0], h["worker"], None, attempts))
         elif a[2] != h["worker"]:
             violation("job_attempts names another worker",
                       f"job {pair[0]} attempt {pair[1]}: claimed by {h['worker']} via {h['path']}, "
-                      f"job_attempts says {a[2]} ({a[3]})")
+                      f"job_attempts says {a[2]} ({a[3]})" + explain(pair[0], a[2], a[4], attempts))
     for pair, a in attempts.items():
         if pair in by_pair:
             continue
@@ -1078,7 +1116,8 @@ def check(mon):
             continue
         violation("attempt claimed by no committed pickup",
                   f"job {pair[0]} attempt {pair[1]} by {a[2]} outcome {a[3]}: no committed claim was seen by "
-                  f"the client, whose connection was not lost (a rolled-back or failed pickup's claim survived?)")
+                  f"the client, whose connection was not lost (a rolled-back or failed pickup's claim survived?)"
+                  + explain(pair[0], a[2], a[4], attempts))
 
     # each job's history: attempts 1..n, the last one done, the others given back
     per_job = collections.defaultdict(dict)
