@@ -24,27 +24,21 @@ struct Columns {
 };
 
 Columns
-FindColumns(Relation live)
+FindColumns(const Layout &live)
 {
 	Columns c;
-	c.id = RequireAttNum(live, "id");
-	c.status = RequireAttNum(live, "status");
-	c.attempts = RequireAttNum(live, "attempts");
+	c.id = live.at[job_row::kId];
+	c.status = live.at[job_row::kStatus];
+	c.attempts = live.at[job_row::kAttempts];
 	c.nset = 0;
 	for (int i = 0; i < job_row::kCount; i++) {
-		const job_row::Column &column = job_row::kColumns[i];
-		if (!job_row::In(i, job_row::kLive) || column.claim == Claimed::kKeep)
+		if (job_row::kColumns[i].claim == Claimed::kKeep || live.at[i] == InvalidAttrNumber)
 			continue;
-		AttrNumber attnum =
-		    job_row::In(i, job_row::kAdded) ? FindAttNum(live, column.name) : RequireAttNum(live, column.name);
-		if (attnum == InvalidAttrNumber)
-			continue;
-		c.set[c.nset] = attnum;
-		c.claimed[c.nset++] = column.claim;
+		c.set[c.nset] = live.at[i];
+		c.claimed[c.nset++] = job_row::kColumns[i].claim;
 	}
-	Oid status_type = TupleDescAttr(RelationGetDescr(live), c.status - 1)->atttypid;
-	c.ready = EnumLabel(status_type, JobStatus::kReady);
-	c.running = EnumLabel(status_type, JobStatus::kRunning);
+	c.ready = live.ready;
+	c.running = live.running;
 	return c;
 }
 
@@ -113,7 +107,7 @@ Write(const Claims &claims, TimestampTz at, const char *worker, Oid namespace_id
 	if (!GoDirect(namespace_id, RowExclusiveLock, &tables, false))
 		return false;
 	Relation live = tables.live;
-	Columns columns = FindColumns(live);
+	Columns columns = FindColumns(tables.live_layout);
 	RowWriter writer(live);
 	TupleTableSlot *old_slot = table_slot_create(live, nullptr);
 	TupleTableSlot *new_slot = MakeSingleTupleTableSlot(RelationGetDescr(live), &TTSOpsHeapTuple);

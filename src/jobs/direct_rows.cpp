@@ -21,9 +21,11 @@ struct Verdict {
 	Oid live;
 	Oid done;
 	bool allowed;
+	Layout live_layout; /* live's; for leaf_verdict, unused */
+	Layout done_layout; /* done's: for leaf_verdict, the partition's */
 };
-Verdict verdict{InvalidOid, InvalidOid, false};
-Verdict leaf_verdict{InvalidOid, InvalidOid, false}; /* done: the partition */
+Verdict verdict{InvalidOid, InvalidOid, false, {}, {}};
+Verdict leaf_verdict{InvalidOid, InvalidOid, false, {}, {}}; /* done: the partition */
 uint64 invalidations = 0; /* a verdict reached across one is not kept */
 
 /* JobStatusType answers the oid of type job_status in `namespace_id`. */
@@ -35,11 +37,12 @@ JobStatusType(Oid namespace_id)
 
 /* HasColumnsOf answers whether `rel` has exactly the columns of `table`
  * in job_row.hpp (those an update added may be missing), each of its type
- * with no type modifier. */
+ * with no type modifier, and finds them in `layout`. */
 bool
-HasColumnsOf(Relation rel, job_row::Table table, Oid job_status)
+HasColumnsOf(Relation rel, job_row::Table table, Oid job_status, Layout *layout)
 {
 	TupleDesc desc = RelationGetDescr(rel);
+	*layout = Layout{};
 	int required = 0, found = 0;
 	for (int i = 0; i < job_row::kCount; i++)
 		required += job_row::In(i, table) && !job_row::In(i, job_row::kAdded) ? 1 : 0;
@@ -54,8 +57,15 @@ HasColumnsOf(Relation rel, job_row::Table table, Oid job_status)
 		if (att->atttypid != type || att->atttypmod != -1 || att->attgenerated != '\0')
 			return false;
 		found += job_row::In(i, job_row::kAdded) ? 0 : 1;
+		layout->at[i] = att->attnum;
 	}
-	return found == required;
+	if (found != required)
+		return false;
+	layout->status_type = job_status;
+	layout->ready = EnumLabel(job_status, JobStatus::kReady);
+	layout->running = EnumLabel(job_status, JobStatus::kRunning);
+	layout->done = EnumLabel(job_status, JobStatus::kDone);
+	return true;
 }
 
 /* PartitionedByFinish answers whether `rel` is partitioned by range of its
@@ -66,9 +76,16 @@ PartitionedByFinish(Relation rel)
 {
 	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
 		return false;
+	AttrNumber finished_at = InvalidAttrNumber;
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && strcmp(NameStr(att->attname), "finished_at") == 0)
+			finished_at = att->attnum;
+	}
 	PartitionKey key = RelationGetPartitionKey(rel);
-	return key->strategy == PARTITION_STRATEGY_RANGE && key->partnatts == 1 &&
-	       key->partattrs[0] == FindAttNum(rel, "finished_at") && key->parttypid[0] == TIMESTAMPTZOID &&
+	return key->strategy == PARTITION_STRATEGY_RANGE && key->partnatts == 1 && finished_at != InvalidAttrNumber &&
+	       key->partattrs[0] == finished_at && key->parttypid[0] == TIMESTAMPTZOID &&
 	       key->partsupfunc[0].fn_oid == F_TIMESTAMPTZ_CMP;
 }
 
@@ -139,13 +156,19 @@ OpenFinishPartition(Tables *tables, LOCKMODE lockmode, Oid namespace_id)
 	Relation leaf = table_open(leaf_id, lockmode);
 	tables->root = tables->done;
 	tables->done = leaf;
-	if (leaf_verdict.live == done_id && leaf_verdict.done == leaf_id)
-		return leaf_verdict.allowed;
-	uint64 seen = invalidations;
-	bool allowed = BareHeap(leaf, Kind::kDonePartition) && HasColumnsOf(leaf, job_row::kDone, JobStatusType(namespace_id));
-	if (seen == invalidations)
-		leaf_verdict = Verdict{done_id, leaf_id, allowed};
-	return allowed;
+	if (leaf_verdict.live != done_id || leaf_verdict.done != leaf_id) {
+		uint64 seen = invalidations;
+		Verdict v{done_id, leaf_id, false, {}, {}};
+		v.allowed = BareHeap(leaf, Kind::kDonePartition) &&
+		            HasColumnsOf(leaf, job_row::kDone, JobStatusType(namespace_id), &v.done_layout);
+		if (seen != invalidations) {
+			tables->done_layout = v.done_layout;
+			return v.allowed;
+		}
+		leaf_verdict = v;
+	}
+	tables->done_layout = leaf_verdict.done_layout;
+	return leaf_verdict.allowed;
 }
 
 } // namespace
@@ -155,9 +178,9 @@ OnRelcacheInvalidation(Oid relid)
 {
 	invalidations++;
 	if (relid == InvalidOid || relid == verdict.live || relid == verdict.done)
-		verdict = Verdict{InvalidOid, InvalidOid, false};
+		verdict = Verdict{InvalidOid, InvalidOid, false, {}, {}};
 	if (relid == InvalidOid || relid == leaf_verdict.live || relid == leaf_verdict.done)
-		leaf_verdict = Verdict{InvalidOid, InvalidOid, false};
+		leaf_verdict = Verdict{InvalidOid, InvalidOid, false, {}, {}};
 }
 
 void
@@ -188,18 +211,24 @@ GoDirect(Oid namespace_id, LOCKMODE lockmode, Tables *tables, bool with_done)
 	tables->live = table_open(live_id, lockmode);
 	if (with_done)
 		tables->done = table_open(done_id, lockmode);
-	bool allowed = verdict.live == live_id && verdict.done == done_id && verdict.allowed;
+	/* A verdict reached across an invalidation is used once, not kept. */
+	Verdict v = verdict;
 	if (verdict.live != live_id || verdict.done != done_id) {
 		if (tables->done == nullptr)
 			tables->done = table_open(done_id, lockmode);
 		uint64 seen = invalidations;
 		Oid job_status = JobStatusType(namespace_id);
-		allowed = OidIsValid(job_status) && BareHeap(tables->live, Kind::kAlone) && BareHeap(tables->done, Kind::kDone) &&
-		          HasColumnsOf(tables->live, job_row::kLive, job_status) &&
-		          HasColumnsOf(tables->done, job_row::kDone, job_status);
+		v = Verdict{live_id, done_id, false, {}, {}};
+		v.allowed = OidIsValid(job_status) && BareHeap(tables->live, Kind::kAlone) &&
+		            BareHeap(tables->done, Kind::kDone) &&
+		            HasColumnsOf(tables->live, job_row::kLive, job_status, &v.live_layout) &&
+		            HasColumnsOf(tables->done, job_row::kDone, job_status, &v.done_layout);
 		if (seen == invalidations)
-			verdict = Verdict{live_id, done_id, allowed};
+			verdict = v;
 	}
+	bool allowed = v.allowed;
+	tables->live_layout = v.live_layout;
+	tables->done_layout = v.done_layout;
 	if (allowed && with_done && tables->done->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
 		allowed = OpenFinishPartition(tables, lockmode, namespace_id);
 	if (!allowed) {
@@ -217,27 +246,6 @@ void
 PreparingTransaction(bool is_preparing)
 {
 	preparing = is_preparing;
-}
-
-AttrNumber
-FindAttNum(Relation rel, const char *name)
-{
-	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < desc->natts; i++) {
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
-			return att->attnum;
-	}
-	return InvalidAttrNumber;
-}
-
-AttrNumber
-RequireAttNum(Relation rel, const char *name)
-{
-	AttrNumber attnum = FindAttNum(rel, name);
-	if (attnum == InvalidAttrNumber)
-		elog(ERROR, "pqrun: %s has no column %s", RelationGetRelationName(rel), name);
-	return attnum;
 }
 
 Oid

@@ -9,16 +9,30 @@
 
 #include "pg/pg.hpp"
 
+#include "jobs/job_row.hpp"
 #include "jobs/job_status.hpp"
 
 namespace pqrun::direct_rows {
 
+/* Layout is where each column of job_row.hpp is in one job table, by
+ * attribute number (InvalidAttrNumber: not there, as a column of the
+ * other table, or one an update adds before the update), and the labels of
+ * its job_status: found with GoDirect's verdict on the table, kept with it,
+ * and shared by the four direct paths. */
+struct Layout {
+	AttrNumber at[job_row::kCount];
+	Oid status_type;
+	Oid ready, running, done;
+};
+
 /* Tables are pqrun's two job tables, open for a write below the
- * executor. */
+ * executor, with their layouts. */
 struct Tables {
 	Relation live = nullptr;
 	Relation done = nullptr; /* the partition a finish writes to, when partitioned */
 	Relation root = nullptr; /* job_done itself then */
+	Layout live_layout{};
+	Layout done_layout{}; /* `done`'s, when it is open */
 
 	void Close();
 };
@@ -56,11 +70,6 @@ void OnRelcacheInvalidation(Oid relid);
 /* PreparingTransaction marks the transaction as being prepared (its
  * deferred claims are then written through SQL). */
 void PreparingTransaction(bool preparing);
-
-/* FindAttNum finds a column of `rel` by name (InvalidAttrNumber if there is
- * none); RequireAttNum raises if it is missing. */
-AttrNumber FindAttNum(Relation rel, const char *name);
-AttrNumber RequireAttNum(Relation rel, const char *name);
 
 /* EnumLabel answers the oid of the label of `status` in enum type `type_id`
  * (pqrun.job_status). */

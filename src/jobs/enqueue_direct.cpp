@@ -13,53 +13,38 @@ namespace {
 using namespace direct_rows;
 using jobs::EnqueueArgs;
 
-/* Where each column of job_row.hpp is in job_live (attribute number - 1;
- * -1: not there), and which attributes an enqueue sets. */
-struct Layout {
-	int index[job_row::kCount];
-	bool *set;
-	Oid ready;
-};
-
-/* FindLayout finds the columns of job_live, which GoDirect found to be
- * job_row.hpp's by name and type. */
-void
-FindLayout(Relation live, Layout *layout)
+/* EnqueuedAttributes answers, by attribute index of job_live (`natts`
+ * of them), whether an enqueue sets it (job_row.hpp's `enqueued`). */
+bool *
+EnqueuedAttributes(const Layout &live, int natts)
 {
-	TupleDesc desc = RelationGetDescr(live);
-	layout->set = static_cast<bool *>(palloc0(sizeof(bool) * desc->natts));
+	auto *set = static_cast<bool *>(palloc0(sizeof(bool) * natts));
 	for (int c = 0; c < job_row::kCount; c++)
-		layout->index[c] = -1;
-	for (int i = 0; i < desc->natts; i++) {
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		int c = att->attisdropped ? -1 : job_row::Find(NameStr(att->attname));
-		if (c >= 0) {
-			layout->index[c] = i;
-			layout->set[i] = job_row::kColumns[c].enqueued;
-		}
-	}
-	layout->ready = EnumLabel(TupleDescAttr(desc, layout->index[job_row::kStatus])->atttypid, JobStatus::kReady);
+		if (live.at[c] != InvalidAttrNumber)
+			set[live.at[c] - 1] = job_row::kColumns[c].enqueued;
+	return set;
 }
 
 /* Fill sets `values`/`nulls` to job `args`'s row, as the SQL path's INSERT
- * makes it: the defaults of the columns it does not set first, then each
- * column job_row.hpp says an enqueue sets. */
+ * makes it: the defaults of the columns it does not set (`set`) first,
+ * then each column job_row.hpp says an enqueue sets, where job_live has
+ * it. */
 void
-Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *econtext, const EnqueueArgs &args,
-     Datum *values, bool *nulls)
+Fill(const Layout &live, const bool *set, ExprState *const *defaults, int natts, ExprContext *econtext,
+     const EnqueueArgs &args, Datum *values, bool *nulls)
 {
 	for (int i = 0; i < natts; i++) {
 		values[i] = Datum(0);
 		nulls[i] = true;
-		if (defaults[i] != nullptr && !layout.set[i])
+		if (defaults[i] != nullptr && !set[i])
 			values[i] = ExecEvalExprSwitchContext(defaults[i], econtext, &nulls[i]);
 	}
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after = jobs::RunAfter(args);
 	for (int c = 0; c < job_row::kCount; c++) {
-		if (!job_row::kColumns[c].enqueued)
+		if (!job_row::kColumns[c].enqueued || live.at[c] == InvalidAttrNumber)
 			continue;
-		int i = layout.index[c];
+		int i = live.at[c] - 1;
 		auto arg = [&](jobs::EnqueueArg a) {
 			values[i] = args.value[a];
 			nulls[i] = args.isnull[a];
@@ -67,7 +52,7 @@ Fill(const Layout &layout, ExprState *const *defaults, int natts, ExprContext *e
 		nulls[i] = false;
 		switch (c) {
 		case job_row::kStatus:
-			values[i] = ObjectIdGetDatum(layout.ready);
+			values[i] = ObjectIdGetDatum(live.ready);
 			break;
 		case job_row::kDelayed:
 			values[i] = BoolGetDatum(run_after > now);
@@ -126,14 +111,14 @@ Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 	if (!GoDirect(get_namespace_oid("pqrun", true), RowExclusiveLock, &tables, false))
 		return false;
 	Relation live = tables.live;
-	Layout layout;
 	ExprState *const *defaults = expr_cache::Defaults(live);
 	if (defaults == nullptr) {
 		tables.Close();
 		return false;
 	}
-	FindLayout(live, &layout);
+	const Layout &layout = tables.live_layout;
 	TupleDesc desc = RelationGetDescr(live);
+	bool *set = EnqueuedAttributes(layout, desc->natts);
 	RowWriter writer(live);
 	ExprContext *econtext = GetPerTupleExprContext(writer.estate);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
@@ -141,13 +126,13 @@ Insert(const EnqueueArgs *jobs, int count, int64 *ids)
 	auto *nulls = static_cast<bool *>(palloc(sizeof(bool) * desc->natts));
 	CommandId cid = GetCurrentCommandId(true);
 	for (int i = 0; i < count; i++) {
-		Fill(layout, defaults, desc->natts, econtext, jobs[i], values, nulls);
+		Fill(layout, set, defaults, desc->natts, econtext, jobs[i], values, nulls);
 		ExecStoreHeapTuple(heap_form_tuple(desc, values, nulls), slot, true);
 		if (desc->constr)
 			ExecConstraints(writer.info, slot, writer.estate);
 		table_tuple_insert(live, slot, cid, 0, nullptr);
 		list_free(compat::InsertIndexTuples(writer.info, slot, writer.estate));
-		ids[i] = DatumGetInt64(values[layout.index[job_row::kId]]);
+		ids[i] = DatumGetInt64(values[layout.at[job_row::kId] - 1]);
 		ExecClearTuple(slot);
 		ResetPerTupleExprContext(writer.estate);
 	}

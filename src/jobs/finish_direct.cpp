@@ -61,8 +61,8 @@ DurationMs(TimestampTz from, TimestampTz now)
 	return static_cast<int32>(std::rint(Min(ms, 2147483647.0)));
 }
 
-/* The job_done row source, per column, and the job_live columns read. */
-struct Layout {
+/* The job_done row source, per attribute, and the job_live columns read. */
+struct FinishLayout {
 	int natts;
 	Finished *source;
 	AttrNumber *live_attnum; /* for Finished::kKeep */
@@ -71,44 +71,42 @@ struct Layout {
 	Oid status_type, ready, running, done;
 };
 
-Layout
-MakeLayout(Relation live, Relation done, Finish finish)
+/* MakeLayout derives a finish's layout from the tables' (GoDirect saw every
+ * column of job_done in job_row.hpp). A column an update added to both
+ * tables may be missing from job_live alone only by an operator's hand:
+ * then it is null. */
+FinishLayout
+MakeLayout(const Tables &tables, Finish finish)
 {
-	TupleDesc done_desc = RelationGetDescr(done);
-	Layout layout;
-	layout.natts = done_desc->natts;
+	const direct_rows::Layout &live = tables.live_layout, &done = tables.done_layout;
+	FinishLayout layout;
+	layout.natts = RelationGetDescr(tables.done)->natts;
 	layout.source = static_cast<Finished *>(palloc(sizeof(Finished) * layout.natts));
 	layout.live_attnum = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * layout.natts));
-	for (int i = 0; i < layout.natts; i++) {
-		Form_pg_attribute att = TupleDescAttr(done_desc, i);
-		layout.source[i] = Finished::kKeep;
-		if (att->attisdropped)
+	for (int a = 0; a < layout.natts; a++)
+		layout.source[a] = Finished::kKeep; /* a dropped column: null */
+	for (int c = 0; c < job_row::kCount; c++) {
+		if (done.at[c] == InvalidAttrNumber)
 			continue;
-		/* GoDirect saw every column of job_done in job_row.hpp. */
-		int column = job_row::Find(NameStr(att->attname));
-		if (column < 0)
-			elog(ERROR, "pqrun: job_done has a column %s pqrun does not know", NameStr(att->attname));
-		layout.source[i] = job_row::kColumns[column].*finish;
-		/* A column an update added to both tables may be missing from
-		 * job_live alone only by an operator's hand: then it is null. */
-		if (layout.source[i] == Finished::kKeep)
-			layout.live_attnum[i] = job_row::In(column, job_row::kAdded) ? FindAttNum(live, NameStr(att->attname))
-			                                                             : RequireAttNum(live, NameStr(att->attname));
+		int a = done.at[c] - 1;
+		layout.source[a] = job_row::kColumns[c].*finish;
+		if (layout.source[a] == Finished::kKeep)
+			layout.live_attnum[a] = live.at[c];
 	}
-	layout.live_id = RequireAttNum(live, "id");
-	layout.live_status = RequireAttNum(live, "status");
-	layout.live_attempts = RequireAttNum(live, "attempts");
-	layout.live_fifo_key = RequireAttNum(live, "fifo_key");
-	layout.live_has_dependents = RequireAttNum(live, "has_dependents");
-	layout.live_queue = RequireAttNum(live, "queue");
-	layout.live_job_type = RequireAttNum(live, "job_type");
-	layout.live_lease_token = RequireAttNum(live, "lease_token");
-	layout.live_locked_at = RequireAttNum(live, "locked_at");
-	layout.live_last_error = RequireAttNum(live, "last_error");
-	layout.status_type = TupleDescAttr(RelationGetDescr(live), layout.live_status - 1)->atttypid;
-	layout.ready = EnumLabel(layout.status_type, JobStatus::kReady);
-	layout.running = EnumLabel(layout.status_type, JobStatus::kRunning);
-	layout.done = EnumLabel(layout.status_type, JobStatus::kDone);
+	layout.live_id = live.at[job_row::kId];
+	layout.live_status = live.at[job_row::kStatus];
+	layout.live_attempts = live.at[job_row::kAttempts];
+	layout.live_fifo_key = live.at[job_row::kFifoKey];
+	layout.live_has_dependents = live.at[job_row::kHasDependents];
+	layout.live_queue = live.at[job_row::kQueue];
+	layout.live_job_type = live.at[job_row::kJobType];
+	layout.live_lease_token = live.at[job_row::kLeaseToken];
+	layout.live_locked_at = live.at[job_row::kLockedAt];
+	layout.live_last_error = live.at[job_row::kLastError];
+	layout.status_type = live.status_type;
+	layout.ready = live.ready;
+	layout.running = live.running;
+	layout.done = live.done;
 	return layout;
 }
 
@@ -116,7 +114,7 @@ MakeLayout(Relation live, Relation done, Finish finish)
  * `live_slot`, with `supplied` for the overridden columns, as a copy that
  * outlives the live row's buffer. Dropped columns stay null. */
 void
-FillDone(const Layout &layout, const Supplied &supplied, TupleTableSlot *live_slot, TupleTableSlot *done_slot)
+FillDone(const FinishLayout &layout, const Supplied &supplied, TupleTableSlot *live_slot, TupleTableSlot *done_slot)
 {
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
@@ -139,7 +137,7 @@ FillDone(const Layout &layout, const Supplied &supplied, TupleTableSlot *live_sl
 
 /* Describe fills `out` for the caller's statistics from the live row. */
 void
-Describe(const Layout &layout, TupleTableSlot *live_slot, TimestampTz claimed_at, Moved *out)
+Describe(const FinishLayout &layout, TupleTableSlot *live_slot, TimestampTz claimed_at, Moved *out)
 {
 	const Datum *lv = live_slot->tts_values;
 	out->id = DatumGetInt64(lv[layout.live_id - 1]);
@@ -152,8 +150,8 @@ Describe(const Layout &layout, TupleTableSlot *live_slot, TimestampTz claimed_at
 /* BuildDone stores in `done_slot` the DONE attempt of the READY row in
  * `live_slot` (claim i of `taken`) and fills `out`; `outcome` is 'done'. */
 void
-BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datum outcome, TupleTableSlot *live_slot,
-          TupleTableSlot *done_slot, Moved *out)
+BuildDone(const FinishLayout &layout, const deferred_claims::Taken &taken, int i, Datum outcome,
+          TupleTableSlot *live_slot, TupleTableSlot *done_slot, Moved *out)
 {
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
@@ -206,7 +204,7 @@ BuildDone(const Layout &layout, const deferred_claims::Taken &taken, int i, Datu
  * insert (as COPY does), then each gets its index entries, and only then
  * are the live rows deleted. */
 void
-MoveChunk(const Layout &layout, const deferred_claims::Taken &taken, int first, int n, Relation live,
+MoveChunk(const FinishLayout &layout, const deferred_claims::Taken &taken, int first, int n, Relation live,
           TupleTableSlot *live_slot, ResultRelInfo *done_info, EState *estate, TupleTableSlot **done_slots, Moved *out)
 {
 	Relation done = done_info->ri_RelationDesc;
@@ -285,7 +283,7 @@ FindLatest(Relation live, Relation index, int64 job_id, TupleTableSlot *slot)
  * nothing, when the job is not running, holds another lease or is in a FIFO
  * group: the SQL path then raises or takes the group lock. */
 bool
-EndAttempt(const Tables &tables, Relation index, const Layout &layout, int64 job_id, const pg_uuid_t *lease,
+EndAttempt(const Tables &tables, Relation index, const FinishLayout &layout, int64 job_id, const pg_uuid_t *lease,
            const Ending &ending, TupleTableSlot *live_slot, const RowWriter &writer, TupleTableSlot *done_slot,
            Moved *out)
 {
@@ -371,7 +369,7 @@ FinishDeferred(int n, const Datum *ids, const Datum *leases, Moved *out)
 	deferred_claims::Taken taken = deferred_claims::TakeForFinish(n, ids, leases);
 	int count = taken.claims.count;
 	if (count > 0) {
-		Layout layout = MakeLayout(tables.live, tables.done, kFromClaim);
+		FinishLayout layout = MakeLayout(tables, kFromClaim);
 		RowWriter writer(tables.done);
 		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
 		int chunk = Min(count, kMaxChunk);
@@ -405,7 +403,7 @@ FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const
 	/* This path reads below the executor hook that writes deferred claims
 	 * before a query looks at the queue: the jobs may be among them. */
 	deferred_claims::WriteAll();
-	Layout layout = MakeLayout(tables.live, tables.done, kFromRunning);
+	FinishLayout layout = MakeLayout(tables, kFromRunning);
 	Relation index = LiveIdIndex(tables.live, layout.live_id);
 	int count = index ? 0 : -1;
 	if (index) {

@@ -26,7 +26,7 @@ constexpr int kOut = job_row::kJobsCount;
 
 /* The job_live columns the pick reads, by output column, and what it
  * checks. */
-struct Layout {
+struct PickLayout {
 	AttrNumber from[kOut]; /* 0 where the value is not a column */
 	AttrNumber status, delayed;
 	AttrNumber key; /* concurrency_key, InvalidAttrNumber before 0.10.0 */
@@ -34,40 +34,37 @@ struct Layout {
 	Oid queue_collation, job_type_collation;
 };
 
-/* FindLayout answers false when the pickup's result is not the row of
- * job_row.hpp (names and types; an install older or newer than this
- * library), or a job_live column has another type than the pqrun.jobs
- * column it fills (an operator's ALTER COLUMN TYPE). Without `out_desc`
- * (a look that hands out nothing), job_live's columns are checked against
- * job_row.hpp alone. */
+/* FindLayout finds the pick's columns in the layout of `tables` (GoDirect
+ * checked their names and types against job_row.hpp), answering false
+ * when the pickup's result is not the row of job_row.hpp (names and types;
+ * an install older or newer than this library) or a column it fills is
+ * not in job_live yet. Without `out_desc` (a look that hands out nothing),
+ * only the latter. */
 bool
-FindLayout(Relation live, TupleDesc out_desc, Layout *l)
+FindLayout(const Tables &tables, TupleDesc out_desc, PickLayout *l)
 {
-	TupleDesc desc = RelationGetDescr(live);
-	l->status = RequireAttNum(live, "status");
-	if (out_desc != nullptr && out_desc->natts != kOut)
+	const direct_rows::Layout &live = tables.live_layout;
+	TupleDesc desc = RelationGetDescr(tables.live);
+	if (out_desc != nullptr &&
+	    (out_desc->natts != kOut || TupleDescAttr(out_desc, job_row::kStatus)->atttypid != live.status_type))
 		return false;
-	l->status_type = out_desc != nullptr ? TupleDescAttr(out_desc, job_row::kStatus)->atttypid
-	                                     : TupleDescAttr(desc, l->status - 1)->atttypid;
 	for (int i = 0; i < kOut; i++) {
-		Oid type = OidIsValid(kColumns[i].type) ? kColumns[i].type : l->status_type;
+		Oid type = OidIsValid(kColumns[i].type) ? kColumns[i].type : live.status_type;
 		Form_pg_attribute out = out_desc != nullptr ? TupleDescAttr(out_desc, i) : nullptr;
 		if (out != nullptr && (out->atttypid != type || strcmp(NameStr(out->attname), kColumns[i].name) != 0))
 			return false;
 		bool from_live = kColumns[i].picked == Picked::kColumn || kColumns[i].picked == Picked::kNextAttempt;
-		l->from[i] = from_live ? FindAttNum(live, kColumns[i].name) : 0;
+		l->from[i] = from_live ? live.at[i] : 0;
 		if (from_live && l->from[i] == InvalidAttrNumber)
 			return false; /* a column an update added, not yet in job_live */
-		if (l->from[i] != 0 && TupleDescAttr(desc, l->from[i] - 1)->atttypid != type)
-			return false;
 	}
-	l->delayed = RequireAttNum(live, "delayed");
-	l->key = FindAttNum(live, "concurrency_key");
-	if (TupleDescAttr(desc, l->status - 1)->atttypid != l->status_type ||
-	    TupleDescAttr(desc, l->delayed - 1)->atttypid != BOOLOID)
-		return false;
-	l->ready = EnumLabel(l->status_type, JobStatus::kReady);
-	l->running = EnumLabel(l->status_type, JobStatus::kRunning);
+	/* GoDirect checked the types of job_live's columns. */
+	l->status = live.at[job_row::kStatus];
+	l->delayed = live.at[job_row::kDelayed];
+	l->key = live.at[job_row::kConcurrencyKey];
+	l->status_type = live.status_type;
+	l->ready = live.ready;
+	l->running = live.running;
 	l->queue_collation = TupleDescAttr(desc, l->from[kQueue] - 1)->attcollation;
 	l->job_type_collation = TupleDescAttr(desc, l->from[kJobType] - 1)->attcollation;
 	return true;
@@ -89,7 +86,7 @@ struct KnownIndex {
  * around it. Neither can change without a new index or a new pg_index row,
  * so the answer is kept in `known` for the index's version. */
 bool
-KeyedAsOurs(Relation index, const Layout &l, NullTestType key_test, KnownIndex *known)
+KeyedAsOurs(Relation index, const PickLayout &l, NullTestType key_test, KnownIndex *known)
 {
 	TransactionId xmin = HeapTupleHeaderGetXmin(index->rd_indextuple->t_data);
 	if (RelationGetRelid(index) == known->index && xmin == known->xmin)
@@ -134,7 +131,7 @@ KeyedAsOurs(Relation index, const Layout &l, NullTestType key_test, KnownIndex *
  * job_live keyed by the ascending negated priority as a bigint (KeyedAsOurs)
  * and the ascending id, holding every READY job that is not delayed. */
 Relation
-OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
+OpenPickIndex(Oid namespace_id, Relation live, const PickLayout &l)
 {
 	static KnownIndex known;
 	Oid index_id = get_relname_relid(citus::Scoped("job_live_pick"), namespace_id);
@@ -160,7 +157,7 @@ OpenPickIndex(Oid namespace_id, Relation live, const Layout &l)
  * the ascending id, holding every READY job that is not delayed and has a
  * key. */
 Relation
-OpenLaneIndex(Oid namespace_id, Relation live, const Layout &l)
+OpenLaneIndex(Oid namespace_id, Relation live, const PickLayout &l)
 {
 	static KnownIndex known;
 	Oid index_id = get_relname_relid(citus::Scoped("job_live_lane"), namespace_id);
@@ -191,7 +188,7 @@ OpenLaneIndex(Oid namespace_id, Relation live, const Layout &l)
  * READY job that is not delayed and has no key. Installs before 0.16.0 have
  * neither. */
 Relation
-OpenFilterIndex(Oid namespace_id, Relation live, const Layout &l, bool by_queue)
+OpenFilterIndex(Oid namespace_id, Relation live, const PickLayout &l, bool by_queue)
 {
 	static KnownIndex known[2];
 	Oid index_id = get_relname_relid(citus::Scoped(by_queue ? "job_live_pick_queue" : "job_live_pick_type"), namespace_id);
@@ -265,7 +262,7 @@ struct Filter {
  * selects: READY, not delayed, of a wanted type and queue, at or past the
  * start key, and not held back by a pause or a full limit. */
 bool
-Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &queues, TupleTableSlot *slot)
+Qualifies(const PickLayout &l, const Request &r, const Filter &types, const Filter &queues, TupleTableSlot *slot)
 {
 	bool isnull;
 	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
@@ -286,7 +283,7 @@ Qualifies(const Layout &l, const Request &r, const Filter &types, const Filter &
 /* EmitClaim hands out the job locked in `slot` as the claim makes it,
  * answering emit's answer. */
 bool
-EmitClaim(const Layout &l, const Request &r, TupleTableSlot *slot, Emit emit, void *arg)
+EmitClaim(const PickLayout &l, const Request &r, TupleTableSlot *slot, Emit emit, void *arg)
 {
 	slot_getallattrs(slot);
 	Datum values[kOut + 1];
@@ -349,7 +346,7 @@ StartKey(const pick_hint::PickKey &start, ScanKeyData *header, ScanKeyData membe
  * or a version this command cannot lock; and a version newer than the
  * snapshot's that no longer qualifies, which stays locked. */
 bool
-TryClaim(Relation live, ItemPointerData tid, Snapshot snapshot, TupleTableSlot *locked, const Layout &l,
+TryClaim(Relation live, ItemPointerData tid, Snapshot snapshot, TupleTableSlot *locked, const PickLayout &l,
          const Request &r, const Filter &types, const Filter &queues, Emit emit, void *arg)
 {
 	TM_FailureData tmfd;
@@ -365,7 +362,8 @@ TryClaim(Relation live, ItemPointerData tid, Snapshot snapshot, TupleTableSlot *
 /* LockAndEmit walks `index` from the request's start and locks up to its
  * limit of qualifying rows under `snapshot`, answering how many. */
 uint64
-LockAndEmit(Relation live, Relation index, const Layout &l, const Request &r, Snapshot snapshot, Emit emit, void *arg)
+LockAndEmit(Relation live, Relation index, const PickLayout &l, const Request &r, Snapshot snapshot, Emit emit,
+            void *arg)
 {
 	Filter types(r.filter.job_types), queues(r.filter.queues);
 	ScanKeyData key, members[2];
@@ -495,8 +493,8 @@ AddLanes(FilterLanes *f, Datum queue, const Datum *types, int ntypes, const Requ
 /* Advance moves `lane` to its first job from pickup key `from` on that the
  * request may claim, seen under the scan's snapshot, or marks it done. */
 void
-Advance(FilterLanes *f, FilterLane *lane, pick_hint::PickKey from, const Layout &l, const Request &r, const Filter &types,
-        const Filter &queues)
+Advance(FilterLanes *f, FilterLane *lane, pick_hint::PickKey from, const PickLayout &l, const Request &r,
+        const Filter &types, const Filter &queues)
 {
 	ScanKeyData keys[3], members[2];
 	int lead = 0;
@@ -528,7 +526,7 @@ Advance(FilterLanes *f, FilterLane *lane, pick_hint::PickKey from, const Layout 
  * on, or from its hint when `hinted`; the job types of its queues found
  * before are taken when `memo`. Both hold as of hint generation `gen`. */
 FilterLanes
-OpenLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, const Filter &types,
+OpenLanes(Relation live, Relation index, bool by_queue, const PickLayout &l, const Request &r, const Filter &types,
           const Filter &queues, bool hinted, bool memo, uint64 gen)
 {
 	FilterLanes f{index, by_queue, nullptr, 0, nullptr, nullptr};
@@ -576,7 +574,7 @@ CloseLanes(FilterLanes *f)
  * another pickup might claim gets its hint moved past its last claim, or
  * to its end (as of hint generation `gen`); `memo` as for OpenLanes. */
 uint64
-LockAndEmitLanes(Relation live, Relation index, bool by_queue, const Layout &l, const Request &r, Snapshot snapshot,
+LockAndEmitLanes(Relation live, Relation index, bool by_queue, const PickLayout &l, const Request &r, Snapshot snapshot,
                  Emit emit, void *arg, bool hinted, bool memo, uint64 gen)
 {
 	Filter types(r.filter.job_types), queues(r.filter.queues);
@@ -621,13 +619,13 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	if (!GoDirect(namespace_id, RowShareLock, &tables, false))
 		return false;
 	Relation live = tables.live;
-	Layout layout;
+	PickLayout layout;
 	Relation index = nullptr;
 	/* A filtered pickup takes the lanes of its filter where they are
 	 * pqrun's (0.16.0 on), else the pick index as an unfiltered one. */
 	bool by_queue = request.filter.queues != nullptr;
 	bool lanes = false;
-	if (FindLayout(live, out_desc, &layout)) {
+	if (FindLayout(tables, out_desc, &layout)) {
 		if (request.filter.job_types != nullptr || request.filter.queues != nullptr)
 			lanes = (index = OpenFilterIndex(namespace_id, live, layout, by_queue)) != nullptr;
 		if (index == nullptr)
@@ -671,9 +669,10 @@ AnyReady(const Request &request, bool *ready)
 	if (!GoDirect(namespace_id, AccessShareLock, &tables, false))
 		return false;
 	Relation live = tables.live;
-	Layout layout;
+	PickLayout layout;
 	bool by_queue = request.filter.queues != nullptr;
-	Relation index = FindLayout(live, nullptr, &layout) ? OpenFilterIndex(namespace_id, live, layout, by_queue) : nullptr;
+	Relation index =
+	    FindLayout(tables, nullptr, &layout) ? OpenFilterIndex(namespace_id, live, layout, by_queue) : nullptr;
 	if (index == nullptr) {
 		tables.Close();
 		return false;
@@ -698,7 +697,7 @@ AnyReady(const Request &request, bool *ready)
 struct LaneScan::State {
 	Tables tables;
 	Relation index;
-	Layout layout;
+	PickLayout layout;
 	IndexScanDesc keys;  /* index entries only, dead ones too: which keys come next */
 	IndexScanDesc lanes; /* one lane's jobs, from a start key on */
 	TupleTableSlot *seen;
@@ -722,7 +721,7 @@ enum class LaneSkip { kNo, kNotReady, kOurs, kHeldBack };
 LaneSkip
 LaneRow(const LaneScan::State &st, TupleTableSlot *slot)
 {
-	const Layout &l = st.layout;
+	const PickLayout &l = st.layout;
 	bool isnull;
 	if (DatumGetObjectId(slot_getattr(slot, l.status, &isnull)) != l.ready ||
 	    DatumGetBool(slot_getattr(slot, l.delayed, &isnull)) || (slot_getattr(slot, l.key, &isnull), isnull))
@@ -748,7 +747,7 @@ LaneScan::Open(const Request &request, TupleDesc out_desc, Emit emit, void *arg,
 	auto *st = static_cast<State *>(palloc0(sizeof(State)));
 	if (!GoDirect(namespace_id, RowShareLock, &st->tables, false))
 		return false;
-	if (FindLayout(st->tables.live, out_desc, &st->layout))
+	if (FindLayout(st->tables, out_desc, &st->layout))
 		st->index = OpenLaneIndex(namespace_id, st->tables.live, st->layout);
 	if (st->index == nullptr) {
 		st->tables.Close();
