@@ -1266,6 +1266,17 @@ BEGIN
 				locked := true;
 			END LOOP;
 			CONTINUE WHEN s >= e;
+			/* A partition that begins by now takes finishes as soon as it
+			 * is attached: a query planned meanwhile without it, whose
+			 * snapshot is taken after its plan (SPI's, in pqrun's
+			 * functions), would miss the jobs finished there (0.21.0:
+			 * "job does not exist" for a job just finished). Attached
+			 * under ACCESS EXCLUSIVE, it is in every plan made after the
+			 * round commits; one made ahead of its time is empty until
+			 * long after. */
+			IF s <= round_at THEN
+				LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE NOWAIT;
+			END IF;
 			/* ATTACH also locks the default partition, whose constraint
 			 * changes. */
 			LOCK TABLE pqrun.job_done_default IN ACCESS EXCLUSIVE MODE NOWAIT;

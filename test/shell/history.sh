@@ -30,6 +30,17 @@
 #      rounds besides the worker's (two rounds at once also deadlocked over
 #      the partitions): no client error, every job DONE once, none left in
 #      the default partition.
+#   5. A partition that begins by now is in every plan made after it is
+#      attached. Reproduction (the stress test on the first 0.21.0, 1 run
+#      in 67: heartbeat() answered "job 56 does not exist" for a job
+#      finished 17 ms before): a round attaches the partition of now and,
+#      in the same transaction, cancels a job into it; meanwhile a new
+#      session's heartbeat() of that job plans its lookup of the job
+#      (without the partition, under the round's lighter lock on job_done)
+#      and waits for job_done_default, which the ATTACH locks; SPI takes
+#      the lookup's snapshot after the plan, so it saw the job in neither
+#      table (P0002) where it must answer that the job is not running
+#      (55000).
 #
 # Runs against the already running test server (test/run.sh exports PGHOST,
 # PGPORT, PGUSER) in a database of its own; part 3 changes the server's
@@ -311,6 +322,23 @@ check "each job once" 0 "SELECT count(*) - count(DISTINCT id) FROM pqrun.jobs"
 q -c "SELECT pqrun.run_maintenance()" >/dev/null
 check "what the default partition holds finished before the first partition" t \
 	"SELECT coalesce(max(finished_at) < (SELECT min(lo) FROM pqrun._history_partitions()), true) FROM pqrun.job_done_default"
+
+echo "-- 5. a partition that begins by now is in every plan made after it"
+psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || exit 1
+# The job is the round's own (uncommitted), so the worker's rounds, which
+# make no partition before the first job, make none meanwhile.
+q -c "BEGIN" -c "SELECT pqrun.enqueue('begins_now')" \
+	-c "SELECT count(*) FROM pqrun._history_round(now(), '1 day', 0, NULL, NULL)" \
+	-c "SELECT pg_sleep(2)" -c "SELECT pqrun.cancel(1)" -c "COMMIT" >"$work/round5.out" 2>&1 &
+round=$!
+sleep 1
+answer=$(psql -X -qtA -v VERBOSITY=sqlstate -d "$db" -c "SELECT pqrun.heartbeat(1)" 2>&1)
+wait "$round"
+check "the round made the partition of now" 1 "$partitions"
+check "the job is in it" t "SELECT tableoid <> 'pqrun.job_done_default'::regclass FROM pqrun.job_done WHERE id = 1"
+assert "a heartbeat planned while it was attached finds the job cancelled there (55000) [$answer]" \
+	grep -q '^ERROR:  55000' <<<"$answer"
 
 echo "$violations violation(s)"
 [ "$violations" = 0 ]
