@@ -327,18 +327,27 @@ echo "-- 5. a partition that begins by now is in every plan made after it"
 psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null || exit 1
 q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || exit 1
 # The job is the round's own (uncommitted), so the worker's rounds, which
-# make no partition before the first job, make none meanwhile.
+# make no partition before the first job, make none meanwhile. The round
+# sleeps with the partition attached, the heartbeat starts then, and must
+# be seen waiting for the round's locks before the round goes on.
 q -c "BEGIN" -c "SELECT pqrun.enqueue('begins_now')" \
 	-c "SELECT count(*) FROM pqrun._history_round(now(), '1 day', 0, NULL, NULL)" \
-	-c "SELECT pg_sleep(2)" -c "SELECT pqrun.cancel(1)" -c "COMMIT" >"$work/round5.out" 2>&1 &
+	-c "SELECT pg_sleep(4)" -c "SELECT pqrun.cancel(1)" -c "COMMIT" >"$work/round5.out" 2>&1 &
 round=$!
-sleep 1
-answer=$(psql -X -qtA -v VERBOSITY=sqlstate -d "$db" -c "SELECT pqrun.heartbeat(1)" 2>&1)
+asleep="SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_sleep(4)'"
+assert "the round sleeps with the partition of now attached" wait_for 20 1 "$asleep"
+psql -X -qtA -v VERBOSITY=sqlstate -d "$db" -c "SELECT pqrun.heartbeat(1)" >"$work/heartbeat5.out" 2>&1 &
+heartbeat=$!
+assert "a heartbeat meanwhile waits for the round's locks" wait_for 3 1 \
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+	    AND query = 'SELECT pqrun.heartbeat(1)'"
+wait "$heartbeat"
 wait "$round"
-check "the round made the partition of now" 1 "$partitions"
-check "the job is in it" t "SELECT tableoid <> 'pqrun.job_done_default'::regclass FROM pqrun.job_done WHERE id = 1"
-assert "a heartbeat planned while it was attached finds the job cancelled there (55000) [$answer]" \
-	grep -q '^ERROR:  55000' <<<"$answer"
+answer=$(cat "$work/heartbeat5.out")
+# (The worker's rounds make the partitions ahead after the commit.)
+check "the round made the partition of now, and the job is in it" t \
+	"SELECT tableoid <> 'pqrun.job_done_default'::regclass FROM pqrun.job_done WHERE id = 1"
+assert "the heartbeat finds the job cancelled there (55000) [$answer]" grep -q '^ERROR:  55000' <<<"$answer"
 
 echo "$violations violation(s)"
 [ "$violations" = 0 ]
