@@ -61,14 +61,12 @@ DurationMs(TimestampTz from, TimestampTz now)
 	return static_cast<int32>(std::rint(Min(ms, 2147483647.0)));
 }
 
-/* The job_done row source, per attribute, and the job_live columns read. */
+/* The job_done row source, per attribute, and job_live's layout. */
 struct FinishLayout {
 	int natts;
 	Finished *source;
 	AttrNumber *live_attnum; /* for Finished::kKeep */
-	AttrNumber live_id, live_status, live_attempts, live_fifo_key, live_has_dependents, live_queue, live_job_type,
-	    live_lease_token, live_locked_at, live_last_error;
-	Oid status_type, ready, running, done;
+	direct_rows::Layout live; /* job_live's, with job_status's labels */
 };
 
 /* MakeLayout derives a finish's layout from the tables' (GoDirect saw every
@@ -93,20 +91,7 @@ MakeLayout(const Tables &tables, Finish finish)
 		if (layout.source[a] == Finished::kKeep)
 			layout.live_attnum[a] = live.at[c];
 	}
-	layout.live_id = live.at[job_row::kId];
-	layout.live_status = live.at[job_row::kStatus];
-	layout.live_attempts = live.at[job_row::kAttempts];
-	layout.live_fifo_key = live.at[job_row::kFifoKey];
-	layout.live_has_dependents = live.at[job_row::kHasDependents];
-	layout.live_queue = live.at[job_row::kQueue];
-	layout.live_job_type = live.at[job_row::kJobType];
-	layout.live_lease_token = live.at[job_row::kLeaseToken];
-	layout.live_locked_at = live.at[job_row::kLockedAt];
-	layout.live_last_error = live.at[job_row::kLastError];
-	layout.status_type = live.status_type;
-	layout.ready = live.ready;
-	layout.running = live.running;
-	layout.done = live.done;
+	layout.live = live;
 	return layout;
 }
 
@@ -140,10 +125,10 @@ void
 Describe(const FinishLayout &layout, TupleTableSlot *live_slot, TimestampTz claimed_at, Moved *out)
 {
 	const Datum *lv = live_slot->tts_values;
-	out->id = DatumGetInt64(lv[layout.live_id - 1]);
-	out->has_dependents = DatumGetBool(lv[layout.live_has_dependents - 1]);
-	out->queue = TextDatumGetCString(lv[layout.live_queue - 1]);
-	out->job_type = TextDatumGetCString(lv[layout.live_job_type - 1]);
+	out->id = DatumGetInt64(lv[layout.live.at[job_row::kId] - 1]);
+	out->has_dependents = DatumGetBool(lv[layout.live.at[job_row::kHasDependents] - 1]);
+	out->queue = TextDatumGetCString(lv[layout.live.at[job_row::kQueue] - 1]);
+	out->job_type = TextDatumGetCString(lv[layout.live.at[job_row::kJobType] - 1]);
 	out->duration_ms = (GetCurrentTransactionStartTimestamp() - claimed_at) / 1000;
 }
 
@@ -156,15 +141,16 @@ BuildDone(const FinishLayout &layout, const deferred_claims::Taken &taken, int i
 	const Datum *lv = live_slot->tts_values;
 	const bool *ln = live_slot->tts_isnull;
 	int64 id = taken.claims.ids[i];
-	if (DatumGetInt64(lv[layout.live_id - 1]) != id || DatumGetObjectId(lv[layout.live_status - 1]) != layout.ready ||
-	    !ln[layout.live_fifo_key - 1])
+	if (DatumGetInt64(lv[layout.live.at[job_row::kId] - 1]) != id ||
+	    DatumGetObjectId(lv[layout.live.at[job_row::kStatus] - 1]) != layout.live.ready ||
+	    !ln[layout.live.at[job_row::kFifoKey] - 1])
 		elog(ERROR, "pqrun: the deferred claim of job %lld does not match its row", (long long)id);
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	int32 attempt = DatumGetInt32(lv[layout.live_attempts - 1]) + 1;
+	int32 attempt = DatumGetInt32(lv[layout.live.at[job_row::kAttempts] - 1]) + 1;
 	Supplied supplied([&](Finished source, Datum *value, bool *isnull) {
 		switch (source) {
 		case Finished::kStatus:
-			*value = ObjectIdGetDatum(layout.done);
+			*value = ObjectIdGetDatum(layout.live.done);
 			break;
 		case Finished::kAttempts:
 			*value = Int32GetDatum(attempt);
@@ -293,10 +279,11 @@ EndAttempt(const Tables &tables, Relation index, const FinishLayout &layout, int
 		if (!FindLatest(tables.live, index, job_id, live_slot))
 			return false;
 		slot_getallattrs(live_slot);
-		if (DatumGetObjectId(lv[layout.live_status - 1]) != layout.running || !ln[layout.live_fifo_key - 1])
+		if (DatumGetObjectId(lv[layout.live.at[job_row::kStatus] - 1]) != layout.live.running ||
+		    !ln[layout.live.at[job_row::kFifoKey] - 1])
 			return false;
-		if (lease && (ln[layout.live_lease_token - 1] ||
-		              memcmp(DatumGetUUIDP(lv[layout.live_lease_token - 1]), lease, UUID_LEN) != 0))
+		if (lease && (ln[layout.live.at[job_row::kLeaseToken] - 1] ||
+		              memcmp(DatumGetUUIDP(lv[layout.live.at[job_row::kLeaseToken] - 1]), lease, UUID_LEN) != 0))
 			return false;
 		TM_FailureData tmfd;
 		TM_Result result = table_tuple_delete(tables.live, &live_slot->tts_tid, GetCurrentCommandId(true),
@@ -311,12 +298,12 @@ EndAttempt(const Tables &tables, Relation index, const FinishLayout &layout, int
 	/* The row's TOASTed values stay readable by this transaction after the
 	 * delete, so the history row may be built from them now. */
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	bool no_lock_time = ln[layout.live_locked_at - 1];
-	TimestampTz locked_at = no_lock_time ? now : DatumGetTimestampTz(lv[layout.live_locked_at - 1]);
+	bool no_lock_time = ln[layout.live.at[job_row::kLockedAt] - 1];
+	TimestampTz locked_at = no_lock_time ? now : DatumGetTimestampTz(lv[layout.live.at[job_row::kLockedAt] - 1]);
 	Supplied supplied([&](Finished source, Datum *value, bool *isnull) {
 		switch (source) {
 		case Finished::kStatus:
-			*value = ObjectIdGetDatum(EnumLabel(layout.status_type, ending.status));
+			*value = ObjectIdGetDatum(EnumLabel(layout.live.status_type, ending.status));
 			break;
 		case Finished::kDuration:
 			*value = Int32GetDatum(DurationMs(locked_at, now));
@@ -329,8 +316,8 @@ EndAttempt(const Tables &tables, Relation index, const FinishLayout &layout, int
 			*value = CStringGetTextDatum(ending.outcome);
 			break;
 		case Finished::kError:
-			*value = ending.error ? CStringGetTextDatum(ending.error) : lv[layout.live_last_error - 1];
-			*isnull = ending.error ? false : ln[layout.live_last_error - 1];
+			*value = ending.error ? CStringGetTextDatum(ending.error) : lv[layout.live.at[job_row::kLastError] - 1];
+			*isnull = ending.error ? false : ln[layout.live.at[job_row::kLastError] - 1];
 			break;
 		case Finished::kResult:
 			*value = ending.result;
@@ -404,7 +391,7 @@ FinishRunningEach(int n, const int64 *ids, const pg_uuid_t *const *leases, const
 	 * before a query looks at the queue: the jobs may be among them. */
 	deferred_claims::WriteAll();
 	FinishLayout layout = MakeLayout(tables, kFromRunning);
-	Relation index = LiveIdIndex(tables.live, layout.live_id);
+	Relation index = LiveIdIndex(tables.live, layout.live.at[job_row::kId]);
 	int count = index ? 0 : -1;
 	if (index) {
 		TupleTableSlot *live_slot = table_slot_create(tables.live, nullptr);
