@@ -42,9 +42,14 @@ include $(PGXS)
 # changes, so no object is ever compiled against an older struct layout.
 $(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
 
-# The version goes only into pqrun.o so other objects do not rebuild on a bump.
+# The version goes only into pqrun.o and installed.o so other objects do not
+# rebuild on a bump. The library serves its version's SQL and the one before:
+# the version the update script to it starts from.
+PREVIOUS_VERSION = $(patsubst sql/pqrun--%--$(EXTVERSION).sql,%,$(wildcard sql/pqrun--*--$(EXTVERSION).sql))
 src/pqrun.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\"
 src/pqrun.o: pqrun.control
+src/pg/installed.o: override CPPFLAGS += -DPQRUN_VERSION=\"$(EXTVERSION)\" -DPQRUN_PREVIOUS_VERSION=\"$(PREVIOUS_VERSION)\"
+src/pg/installed.o: pqrun.control
 
 # Unlink the installed module first: overwriting it in place would change the
 # code under every running server that has it loaded.

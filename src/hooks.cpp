@@ -39,7 +39,8 @@
  * planner_hook: before the next planner (Citus's), citus::KeepNullQueueLocal.
  * ProcessUtility_hook: utility.hpp, before and after the command.
  * Relcache invalidation: expr_cache's compiled expressions, direct_rows'
- *   verdict on the job tables and citus's knowledge of them are forgotten.
+ *   verdict on the job tables, citus's knowledge of them and the installed
+ *   version (pg/installed.hpp, after pg_extension's) are forgotten.
  * Shared memory (preloaded only): the request sizes and the LWLocks
  *   (shmem/locks.hpp), and the startup attaches, the database slots
  *   (shmem), the waiters (wake), the queue counters (stats), the places and
@@ -56,6 +57,7 @@
 #include "jobs/pick_lanes.hpp"
 #include "pg/boundary.hpp"
 #include "pg/citus.hpp"
+#include "pg/installed.hpp"
 #include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
@@ -235,6 +237,7 @@ pqrun_relcache_callback(Datum, Oid relid)
 		pqrun::expr_cache::OnRelcacheInvalidation(relid);
 		pqrun::direct_rows::OnRelcacheInvalidation(relid);
 		pqrun::citus::OnRelcacheInvalidation(relid);
+		pqrun::installed::OnRelcacheInvalidation(relid);
 	});
 }
 }

@@ -123,10 +123,8 @@ using spi::Finish;
 PQRUN_FUNCTION(pqrun_enqueue)
 {
 	jobs::EnqueueArgs args;
-	/* An install before 0.10.0 passes no concurrency_key, before 0.11.0 no
-	 * rate_weight. */
 	for (int i = 0; i < jobs::kEnqueueArgCount; i++) {
-		args.isnull[i] = i >= PG_NARGS() || PG_ARGISNULL(i);
+		args.isnull[i] = PG_ARGISNULL(i);
 		args.value[i] = args.isnull[i] ? Datum(0) : PG_GETARG_DATUM(i);
 	}
 	Connect();
@@ -184,19 +182,19 @@ PQRUN_FUNCTION(pqrun_pickup_from)
 	                  construct_array(&queue, 1, TEXTOID, -1, false, TYPALIGN_INT), 2);
 }
 
-/* QueueArg: a job-id call's last argument, `queue` (0.15.0), when the
- * call has it and it is given (jobs::InQueue). After Connect. */
+/* QueueArg: a job-id call's last argument, `queue`, when it is given
+ * (jobs::InQueue). After Connect. */
 void
 QueueArg(FunctionCallInfo fcinfo, int argno, ArrayType *job_ids)
 {
-	if (PG_NARGS() > argno && !PG_ARGISNULL(argno))
+	if (!PG_ARGISNULL(argno))
 		jobs::InQueue(text_to_cstring(PG_GETARG_TEXT_PP(argno)), job_ids);
 }
 
 void
 QueueArg(FunctionCallInfo fcinfo, int argno, int64 job_id)
 {
-	if (PG_NARGS() > argno && !PG_ARGISNULL(argno)) {
+	if (!PG_ARGISNULL(argno)) {
 		Datum id = Int64GetDatum(job_id);
 		QueueArg(fcinfo, argno, construct_array(&id, 1, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	}
@@ -286,23 +284,18 @@ PQRUN_FUNCTION(pqrun_mark_error)
 /* What a worker may report as its job's progress: a status, not a result. */
 constexpr Size kMaxProgressBytes = 8192;
 
-/* heartbeat(job_id, lease_token) before ALTER EXTENSION UPDATE to 0.8.0;
- * heartbeat(job_id, lease_token, progress, wait) after. */
 PQRUN_FUNCTION(pqrun_heartbeat)
 {
 	int64 job_id = JobIdArg(fcinfo);
-	bool has_progress = PG_NARGS() > 2 && !PG_ARGISNULL(2);
+	bool has_progress = !PG_ARGISNULL(2);
 	Datum progress = has_progress ? PG_GETARG_DATUM(2) : Datum(0);
 	if (has_progress && toast_raw_datum_size(progress) - VARHDRSZ > kMaxProgressBytes)
 		RaiseInvalid(psprintf("progress must be at most %zu bytes", kMaxProgressBytes));
-	int64 wait_ms = 0;
-	if (PG_NARGS() > 3) {
-		RequireArg(fcinfo, 3, "wait");
-		const Interval *wait = PG_GETARG_INTERVAL_P(3);
-		if (IsNegative(wait))
-			RaiseInvalid("wait must not be negative");
-		wait_ms = WaitMs(wait);
-	}
+	RequireArg(fcinfo, 3, "wait");
+	const Interval *wait = PG_GETARG_INTERVAL_P(3);
+	if (IsNegative(wait))
+		RaiseInvalid("wait must not be negative");
+	int64 wait_ms = WaitMs(wait);
 	/* Its snapshot could never show the job cancelled during the wait. */
 	if (wait_ms > 0 && IsolationUsesXactSnapshot())
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -412,7 +405,7 @@ PQRUN_FUNCTION(pqrun_run_maintenance)
 }
 
 /* pqrun._lease_token(): see lease_token.hpp. */
-PQRUN_FUNCTION(pqrun_lease_token)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_lease_token)
 {
 	auto *uuid = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t)));
 	lease_token::New(uuid);
@@ -420,14 +413,14 @@ PQRUN_FUNCTION(pqrun_lease_token)
 }
 
 /* pqrun._backend_started(): when this backend started. */
-PQRUN_FUNCTION(pqrun_backend_started)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_backend_started)
 {
 	PG_RETURN_TIMESTAMPTZ(MyStartTimestamp);
 }
 
 /* Called by the install script: lets the launcher start this database's
  * maintenance worker now rather than at its next scan. */
-PQRUN_FUNCTION(pqrun_register_database)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_register_database)
 {
 	shmem::RegisterDatabase(MyDatabaseId, 15000);
 	stats::ResetDatabase();
@@ -481,7 +474,7 @@ PQRUN_FUNCTION(pqrun_queue_counters)
  * value) of what only shared memory knows: RUNNING jobs this database's
  * maintenance put back since its slot was taken, and how full each of
  * pqrun's fixed-size tables is. */
-PQRUN_FUNCTION(pqrun_shared_counters)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_shared_counters)
 {
 	ReturnSetInfo *rsinfo = BeginSetResult(fcinfo, InvalidOid);
 	auto row = [&](const char *metric, const char *label, int64 value) {

@@ -188,7 +188,7 @@ ControlsChangedIn(Tuplestorestate *rows, TupleDesc desc)
  * statement changed, pqrun's own writes and an owner's INSERT, UPDATE,
  * DELETE, COPY or TRUNCATE alike, so that each session reads only those
  * again (flow_control.cpp, EnsureCache). */
-PQRUN_FUNCTION(pqrun_controls_changed)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_controls_changed)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),

@@ -45,14 +45,14 @@ PQRUN_FUNCTION(pqrun_unschedule)
 }
 
 /* pqrun.cron_next(expr, after) is STRICT. */
-PQRUN_FUNCTION(pqrun_cron_next)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_cron_next)
 {
 	cron::Schedule parsed = schedule::ParseCron(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	PG_RETURN_TIMESTAMPTZ(schedule::CronNext(parsed, PG_GETARG_TIMESTAMPTZ(1), cron_zone::Current()));
 }
 
 /* pqrun._run_every_next(run_every, due, after) is STRICT. */
-PQRUN_FUNCTION(pqrun_run_every_next)
+PQRUN_FUNCTION_ANY_VERSION(pqrun_run_every_next)
 {
 	const Interval *every = PG_GETARG_INTERVAL_P(0);
 	schedule::CheckRunEvery(every);

@@ -99,16 +99,6 @@ spi::Statement kIdsAhead{"ids ahead",
                          0,
                          {}};
 
-/* Retention of an install whose job_done is one table (before 0.12.0). */
-spi::Statement kRetention{"retention",
-                          "WITH gone AS (DELETE FROM pqrun.job_done WHERE id = ANY (ARRAY("
-                          "   SELECT id FROM pqrun.job_done WHERE finished_at < pg_catalog.now() - $1 LIMIT $2))"
-                          "   RETURNING id, queue, job_type, status),"
-                          " history AS (DELETE FROM pqrun.attempt_log a USING gone WHERE a.job_id = gone.id)"
-                          " SELECT queue, job_type, status::text, pg_catalog.count(*) FROM gone GROUP BY 1, 2, 3",
-                          2,
-                          {INTERVALOID, INT4OID}};
-
 /* Retention of a Citus shard of job_done (pg/citus.hpp), whose partitions
  * are not made: FAILED jobs are kept for $3 (NULL: for ever). */
 spi::Statement kShardRetention{
@@ -367,12 +357,10 @@ UnblockWindow(int64 *after)
  * the partitions of job_done that ended before (docs/operations.md,
  * "History and retention"), which it also makes ahead of time, and by
  * DELETE from job_done_default and of FAILED jobs kept less long than the
- * rest. An install from before 0.12.0
- * (one job_done table) deletes them all. */
+ * rest. */
 int64
 ApplyRetention()
 {
-	Oid done = get_relname_relid("job_done", get_namespace_oid("pqrun", false));
 	int64 failed_keep = pqrun_failed_retention < 0 ? pqrun_retention : pqrun_failed_retention;
 	int64 removed = 0;
 	if (citus::InShards()) {
@@ -381,13 +369,6 @@ ApplyRetention()
 			                   PointerGetDatum(Seconds(failed_keep))};
 			removed = NoteRemoved(Exec(stmts::kShardRetention, values, failed_keep == 0 ? "  n" : nullptr,
 			                           SPI_OK_SELECT));
-		}
-		return removed;
-	}
-	if (get_rel_relkind(done) != RELKIND_PARTITIONED_TABLE) {
-		if (pqrun_retention > 0) {
-			Datum values[2] = {PointerGetDatum(Seconds(pqrun_retention)), Int32GetDatum(kRetentionBatch)};
-			removed = NoteRemoved(Exec(stmts::kRetention, values, nullptr, SPI_OK_SELECT));
 		}
 		return removed;
 	}
@@ -484,8 +465,7 @@ ReapStale(const Interval *default_stale_after)
 void
 CountLive()
 {
-	if (Installed("_count_live_jobs"))
-		Exec(stmts::kCountLive, nullptr, nullptr, SPI_OK_SELECT);
+	Exec(stmts::kCountLive, nullptr, nullptr, SPI_OK_SELECT);
 }
 
 Counts

@@ -28,8 +28,7 @@ int32 ReapStale(const Interval *default_stale_after);
 Counts RunLive();
 int64 ApplyRetention();
 /* CountLive counts the unfinished jobs per queue and job type into
- * pqrun.live_counts (pqrun._count_live_jobs); nothing on an install
- * older than 0.21.0. */
+ * pqrun.live_counts (pqrun._count_live_jobs). */
 void CountLive();
 
 } // namespace pqrun::maintenance

@@ -13,6 +13,7 @@
 #include "bgw/maintenance.hpp"
 #include "pg/boundary.hpp"
 #include "pg/citus.hpp"
+#include "pg/installed.hpp"
 #include "shmem/shmem.hpp"
 
 namespace pqrun::bgw {
@@ -108,7 +109,28 @@ OverrideSessionDefaults()
 	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_SESSION);
 }
 
-enum class Round { kDone, kNoExtension };
+enum class Round { kDone, kNoExtension, kNotServed };
+
+/* What the last WARNING about the installed version said (NotServed). */
+char *not_served_said = nullptr;
+
+/* NotServed warns, once for each thing it has to say, that this
+ * database's pqrun SQL objects are of a version the library does not
+ * serve (pg/installed.hpp): the worker then waits for the update, looking
+ * again every round. */
+void
+NotServed(MemoryContext keep)
+{
+	const char *said = installed::Describe();
+	if (not_served_said != nullptr && strcmp(said, not_served_said) == 0)
+		return;
+	ereport(WARNING, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	                  errmsg("pqrun maintenance waits: %s", said),
+	                  errhint("%s", installed::Hint())));
+	if (not_served_said != nullptr)
+		pfree(not_served_said);
+	not_served_said = MemoryContextStrdup(keep, said);
+}
 
 /* The parts of a round (maintenance.hpp). */
 void
@@ -172,7 +194,10 @@ RunRound()
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	bool installed = OidIsValid(get_extension_oid("pqrun", true));
-	bool distributed = installed && pqrun_enabled && citus::JobTablesDistributed();
+	bool served = installed && pqrun::installed::Served();
+	if (installed && !served)
+		NotServed(TopMemoryContext);
+	bool distributed = served && pqrun_enabled && citus::JobTablesDistributed();
 	int n = 0;
 	int64 *shards = nullptr;
 	if (distributed) {
@@ -184,6 +209,12 @@ RunRound()
 	CommitTransactionCommand();
 	if (!installed)
 		return Round::kNoExtension;
+	if (!served)
+		return Round::kNotServed;
+	if (not_served_said != nullptr) {
+		pfree(not_served_said);
+		not_served_said = nullptr;
+	}
 	if (pqrun_enabled) {
 		pgstat_report_activity(STATE_RUNNING, "pqrun maintenance round");
 		if (!distributed) {
@@ -284,7 +315,7 @@ MaintenanceMain(Datum arg)
 		 * the last round ended), so they do not drift and a schedule due
 		 * every interval is never found with two slots due in one round. */
 		long naptime = pqrun_reap_interval - (GetCurrentTimestamp() / 1000) % pqrun_reap_interval;
-		if (round == Round::kDone && !failed)
+		if (round != Round::kNoExtension && !failed)
 			grace_until = 0; /* seen installed: from now on, absent means dropped */
 		if (round == Round::kNoExtension) {
 			/* A just-registered database: CREATE EXTENSION may not have

@@ -13,8 +13,7 @@ using namespace direct_rows;
 using job_row::Claimed;
 
 /* The job_live columns a claim writes (job_row.hpp), with what it writes
- * to each; holder_started came with 0.5.0, and until ALTER EXTENSION
- * UPDATE adds it a claim writes the others only. */
+ * to each. */
 struct Columns {
 	AttrNumber id, status, attempts;
 	int set[job_row::kCount];
@@ -32,7 +31,7 @@ FindColumns(const Layout &live)
 	c.attempts = live.at[job_row::kAttempts];
 	c.nset = 0;
 	for (int i = 0; i < job_row::kCount; i++) {
-		if (job_row::kColumns[i].claim == Claimed::kKeep || live.at[i] == InvalidAttrNumber)
+		if (job_row::kColumns[i].claim == Claimed::kKeep)
 			continue;
 		c.set[c.nset] = live.at[i];
 		c.claimed[c.nset++] = job_row::kColumns[i].claim;

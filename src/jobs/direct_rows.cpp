@@ -36,8 +36,8 @@ JobStatusType(Oid namespace_id)
 }
 
 /* HasColumnsOf answers whether `rel` has exactly the columns of `table`
- * in job_row.hpp (those an update added may be missing), each of its type
- * with no type modifier, and finds them in `layout`. */
+ * in job_row.hpp, each of its type with no type modifier, and finds them
+ * in `layout`. */
 bool
 HasColumnsOf(Relation rel, job_row::Table table, Oid job_status, Layout *layout)
 {
@@ -45,7 +45,7 @@ HasColumnsOf(Relation rel, job_row::Table table, Oid job_status, Layout *layout)
 	*layout = Layout{};
 	int required = 0, found = 0;
 	for (int i = 0; i < job_row::kCount; i++)
-		required += job_row::In(i, table) && !job_row::In(i, job_row::kAdded) ? 1 : 0;
+		required += job_row::In(i, table) ? 1 : 0;
 	for (int a = 0; a < desc->natts; a++) {
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 		if (att->attisdropped)
@@ -56,7 +56,7 @@ HasColumnsOf(Relation rel, job_row::Table table, Oid job_status, Layout *layout)
 		Oid type = OidIsValid(job_row::kColumns[i].type) ? job_row::kColumns[i].type : job_status;
 		if (att->atttypid != type || att->atttypmod != -1 || att->attgenerated != '\0')
 			return false;
-		found += job_row::In(i, job_row::kAdded) ? 0 : 1;
+		found++;
 		layout->at[i] = att->attnum;
 	}
 	if (found != required)

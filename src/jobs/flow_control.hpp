@@ -109,8 +109,7 @@ int LaneQueues(const char *const **names);
 /* NoteKeyed marks `queue` keyed in pqrun.queue_control, unless it is,
  * when a job with a concurrency key is written to it, and keeps maintenance
  * from clearing the mark until the transaction ends (keyed_queues.hpp; SPI
- * connected; the caller runs as the extension's owner). 55000 before the
- * update to 0.10.0. */
+ * connected; the caller runs as the extension's owner). */
 void NoteKeyed(Datum queue);
 
 /* For the SQL picks (after PrepareLook): the queues no job may be claimed from,

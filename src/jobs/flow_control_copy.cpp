@@ -53,7 +53,6 @@ namespace {
 
 int controls_room = 0;
 uint64 cache_gen = 0;
-bool keys_installed = false; /* pqrun.queue_control has the columns of keys (0.10.0) */
 char *own_names[kMaxOwn];
 int own_lens[kMaxOwn];
 int nown = 0;
@@ -137,14 +136,13 @@ Room(int n)
 }
 
 /* LoadQuery runs `stmt` (with `values`) as committed now, search_path
- * pinned; 0 rows when pqrun.queue_control is not there (an install older
- * than the library, before its update). */
+ * pinned; 0 rows when pqrun.queue_control is not there (pqrun is not
+ * installed in this database). */
 uint64
 LoadQuery(spi::Statement &stmt, Datum *values)
 {
 	Oid namespace_id = get_namespace_oid("pqrun", true);
 	Oid table = OidIsValid(namespace_id) ? get_relname_relid("queue_control", namespace_id) : InvalidOid;
-	keys_installed = OidIsValid(table) && get_attnum(table, "keyed") != InvalidAttrNumber;
 	if (!OidIsValid(table))
 		return 0;
 	int nest_level = guc::PinSearchPath();
@@ -317,16 +315,6 @@ NotedHere(Datum queue, bool note)
 	return false;
 }
 
-/* KeysInstalled answers whether pqrun.queue_control has the columns of
- * keys (0.10.0). */
-bool
-KeysInstalled()
-{
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	Oid table = OidIsValid(namespace_id) ? get_relname_relid("queue_control", namespace_id) : InvalidOid;
-	return OidIsValid(table) && get_attnum(table, "keyed") != InvalidAttrNumber;
-}
-
 } // namespace
 
 bool
@@ -425,9 +413,6 @@ NoteKeyed(Datum queue)
 	/* Before reading the mark, which maintenance may be clearing
 	 * (keyed_queues.hpp). */
 	keyed_queues::LockShared(queue);
-	if (!KeysInstalled())
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("concurrency keys need pqrun 0.10.0"),
-		                errhint("Run ALTER EXTENSION pqrun UPDATE.")));
 	/* The controls as committed tell whether the queue is keyed already;
 	 * under a transaction snapshot (REPEATABLE READ), as committed now, not
 	 * as of the snapshot, which a clearing may have committed after. Once

@@ -205,7 +205,6 @@ EnsureCounter(const Control &c)
 		n = spi::ExecLatest(c.key ? stmts::kLoadRunningKey : stmts::kLoadRunning, values, nulls, false);
 		guc::Unpin(nest_level);
 	}
-	bool with_keys = n > 0 && SPI_tuptable->tupdesc->natts >= 4;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	int free_counter = -1;
@@ -228,8 +227,8 @@ EnsureCounter(const Control &c)
 	if (found >= 0 && !shared->counters[found].placed && Placed(c)) {
 		shared->counters[found].placed = true;
 		for (uint64 r = 0; r < n; r++) {
-			bool isnull = true;
-			Datum key = with_keys ? spi::Col(r, 4, &isnull) : Datum(0);
+			bool isnull;
+			Datum key = spi::Col(r, 4, &isnull);
 			bool committed;
 			Datum prepared = spi::Col(r, 3, &committed);
 			AddPlace(found, spi::ColInt64(r, 1), committed ? TokenCol(r, 2) : kAnyLease,

@@ -37,9 +37,8 @@ namespace pqrun::job_row {
 
 /* The tables that have a column. */
 enum Table : unsigned {
-	kLive = 1,  /* pqrun.job_live */
-	kDone = 2,  /* pqrun.job_done */
-	kAdded = 4, /* added by an update: missing until ALTER EXTENSION UPDATE */
+	kLive = 1, /* pqrun.job_live */
+	kDone = 2, /* pqrun.job_done */
 };
 
 /* The value a pickup returns for a pqrun.jobs column. */
@@ -152,7 +151,6 @@ enum Index : int {
 
 namespace detail {
 constexpr unsigned kBoth = kLive | kDone;
-constexpr unsigned kBothAdded = kBoth | kAdded;
 constexpr Picked kCol = Picked::kColumn;
 constexpr Claimed kKeepLive = Claimed::kKeep;
 constexpr Finished kKeepDone = Finished::kKeep;
@@ -183,16 +181,16 @@ inline constexpr Column kColumns[kCount] = {
 	{"result",          JSONBOID,       kDone,                  false, Picked::kNull,         "NULL::jsonb",        "NULL::jsonb",                 detail::kKeepLive,      Finished::kResult,     Finished::kResult,     "$6"},
 	{"created_at",      TIMESTAMPTZOID, detail::kBoth,          true,  detail::kCol,          "created_at",         "created_at",                  detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"updated_at",      TIMESTAMPTZOID, detail::kBoth,          true,  Picked::kAt,           "updated_at",         "$7::timestamptz",             Claimed::kAt,           Finished::kNow,        Finished::kNow,        "pg_catalog.now()"},
-	{"progress",        JSONBOID,       detail::kBothAdded,     false, detail::kCol,          "progress",           "progress",                    detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
-	{"snoozes",         INT4OID,        detail::kBothAdded,     false, detail::kCol,          "snoozes",            "snoozes",                     detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
-	{"concurrency_key", TEXTOID,        detail::kBothAdded,     true,  detail::kCol,          "concurrency_key",    "concurrency_key",             detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
-	{"rate_weight",     INT4OID,        detail::kBothAdded,     true,  detail::kCol,          "rate_weight",        "rate_weight",                 detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"progress",        JSONBOID,       detail::kBoth,          false, detail::kCol,          "progress",           "progress",                    detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"snoozes",         INT4OID,        detail::kBoth,          false, detail::kCol,          "snoozes",            "snoozes",                     detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"concurrency_key", TEXTOID,        detail::kBoth,          true,  detail::kCol,          "concurrency_key",    "concurrency_key",             detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"rate_weight",     INT4OID,        detail::kBoth,          true,  detail::kCol,          "rate_weight",        "rate_weight",                 detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	/* Not in pqrun.jobs. */
 	{"delayed",         BOOLOID,        kLive,                  true,  Picked::kNull,         nullptr,              nullptr,                       Claimed::kFalse,        detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"has_dependents",  BOOLOID,        kLive,                  false, Picked::kNull,         nullptr,              nullptr,                       detail::kKeepLive,      detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"holder_pid",      INT4OID,        kLive,                  false, Picked::kNull,         nullptr,              nullptr,                       Claimed::kPid,          detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"heartbeat_at",    TIMESTAMPTZOID, kLive,                  false, Picked::kNull,         nullptr,              nullptr,                       Claimed::kNull,         detail::kKeepDone,     detail::kKeepDone,     nullptr},
-	{"holder_started",  TIMESTAMPTZOID, kLive | kAdded,         false, Picked::kNull,         nullptr,              nullptr,                       Claimed::kSessionStart, detail::kKeepDone,     detail::kKeepDone,     nullptr},
+	{"holder_started",  TIMESTAMPTZOID, kLive,                  false, Picked::kNull,         nullptr,              nullptr,                       Claimed::kSessionStart, detail::kKeepDone,     detail::kKeepDone,     nullptr},
 	{"outcome",         TEXTOID,        kDone,                  false, Picked::kNull,         nullptr,              nullptr,                       detail::kKeepLive,      Finished::kOutcome,    Finished::kOutcome,    "CASE WHEN status = 'RUNNING' THEN $4 END"},
 };
 // clang-format on

@@ -55,15 +55,6 @@ TagOf(Datum queue)
 	return tag;
 }
 
-/* Installed answers whether job_live_keyed exists (0.18.0): without it,
- * each look for a queue's keyed jobs would read all of job_live. */
-bool
-Installed()
-{
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	return OidIsValid(namespace_id) && OidIsValid(get_relname_relid("job_live_keyed", namespace_id));
-}
-
 } // namespace
 
 void
@@ -76,7 +67,7 @@ LockShared(Datum queue)
 int64
 ForgetIdle()
 {
-	if (IsolationUsesXactSnapshot() || citus::JobTablesDistributed() || !Installed())
+	if (IsolationUsesXactSnapshot() || citus::JobTablesDistributed())
 		return 0;
 	/* Where the last call stopped: each looks at kWindow queues, wrapping
 	 * round, so that a round costs as much beside 10,000 queues as beside

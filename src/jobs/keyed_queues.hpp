@@ -41,8 +41,8 @@ void LockShared(Datum queue);
  * queues, from where the last one stopped (its process's), so that a round
  * costs the same however many queues have controls. Passes over a queue whose lock or row is held (the next round
  * takes it), and does nothing under a transaction snapshot (REPEATABLE
- * READ: it must see what committed after its lock), on Citus, or before
- * the update to 0.18.0. SPI must be connected. */
+ * READ: it must see what committed after its lock) and on Citus. SPI
+ * must be connected. */
 int64 ForgetIdle();
 
 } // namespace pqrun::keyed_queues

@@ -106,7 +106,7 @@ Retry(int64 job_id)
 	char *queue = ColText(0, 1), *job_type = ColText(0, 2);
 	bool isnull;
 	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), ColInt64(0, 4));
-	bool keyed = SPI_tuptable->tupdesc->natts >= 5 && ColText(0, 5) != nullptr;
+	bool keyed = ColText(0, 5) != nullptr;
 	stats::Finished counted;
 	if (stats::FinishedOf(was.status, &counted))
 		stats::FinishedRemoved(queue, job_type, counted, 1);

@@ -195,10 +195,8 @@ ReceiveClaim(ClaimReceiver *r, const Datum *values, const bool *nulls)
 	/* Columns of job_row.hpp; qualified, since queue.hpp has names of its own. */
 	int64 id = DatumGetInt64(values[job_row::kId]);
 	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(values[job_row::kPriority]), id);
-	/* An install before 0.10.0 has no key column, before 0.11.0 no weight
-	 * (the ctid follows). */
-	bool keyed = r->out_desc->natts > job_row::kConcurrencyKey && !nulls[job_row::kConcurrencyKey];
-	bool weighted = r->out_desc->natts > job_row::kRateWeight && !nulls[job_row::kRateWeight];
+	bool keyed = !nulls[job_row::kConcurrencyKey];
+	bool weighted = !nulls[job_row::kRateWeight];
 	if (r->gated && !flow_control::Reserve(values[job_row::kQueue], values[job_row::kJobType],
 	                                       keyed ? values[job_row::kConcurrencyKey] : Datum(0),
 	                                       weighted ? DatumGetInt32(values[job_row::kRateWeight]) : 1, id,

@@ -29,17 +29,15 @@ constexpr int kOut = job_row::kJobsCount;
 struct PickLayout {
 	AttrNumber from[kOut]; /* 0 where the value is not a column */
 	AttrNumber status, delayed;
-	AttrNumber key; /* concurrency_key, InvalidAttrNumber before 0.10.0 */
+	AttrNumber key; /* concurrency_key, InvalidAttrNumber when job_live has none */
 	Oid status_type, ready, running;
 	Oid queue_collation, job_type_collation;
 };
 
 /* FindLayout finds the pick's columns in the layout of `tables` (GoDirect
  * checked their names and types against job_row.hpp), answering false
- * when the pickup's result is not the row of job_row.hpp (names and types;
- * an install older or newer than this library) or a column it fills is
- * not in job_live yet. Without `out_desc` (a look that hands out nothing),
- * only the latter. */
+ * when the pickup's result (`out_desc`, none for a look that hands out
+ * nothing) is not the row of job_row.hpp, names and types. */
 bool
 FindLayout(const Tables &tables, TupleDesc out_desc, PickLayout *l)
 {
@@ -55,8 +53,6 @@ FindLayout(const Tables &tables, TupleDesc out_desc, PickLayout *l)
 			return false;
 		bool from_live = kColumns[i].picked == Picked::kColumn || kColumns[i].picked == Picked::kNextAttempt;
 		l->from[i] = from_live ? live.at[i] : 0;
-		if (from_live && l->from[i] == InvalidAttrNumber)
-			return false; /* a column an update added, not yet in job_live */
 	}
 	/* GoDirect checked the types of job_live's columns. */
 	l->status = live.at[job_row::kStatus];
@@ -185,8 +181,7 @@ OpenLaneIndex(Oid namespace_id, Relation live, const PickLayout &l)
  * job_live_pick_type when it is pqrun's: a valid btree on job_live keyed by
  * queue and job type, or by job type (text_ops), then the ascending negated
  * priority as a bigint (KeyedAsOurs) and the ascending id, holding every
- * READY job that is not delayed and has no key. Installs before 0.16.0 have
- * neither. */
+ * READY job that is not delayed and has no key. */
 Relation
 OpenFilterIndex(Oid namespace_id, Relation live, const PickLayout &l, bool by_queue)
 {
@@ -622,7 +617,7 @@ Pick(const Request &request, TupleDesc out_desc, Emit emit, void *arg, uint64 *c
 	PickLayout layout;
 	Relation index = nullptr;
 	/* A filtered pickup takes the lanes of its filter where they are
-	 * pqrun's (0.16.0 on), else the pick index as an unfiltered one. */
+	 * pqrun's, else the pick index as an unfiltered one. */
 	bool by_queue = request.filter.queues != nullptr;
 	bool lanes = false;
 	if (FindLayout(tables, out_desc, &layout)) {

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include "pg/installed.hpp"
 #include "pg/pg.hpp"
 
 #include <cstring>
@@ -77,14 +78,24 @@ RaiseInvalid(const char *message, int element = 0)
 } // namespace pqrun
 
 /* PQRUN_FUNCTION(pqrun_x) { ... } defines the SQL-callable pqrun_x with C
- * linkage, whose body (pqrun_xImpl) runs inside the entry guard. */
-#define PQRUN_FUNCTION(name)                                                                                           \
+ * linkage, whose body (pqrun_xImpl) runs inside the entry guard once the
+ * installed SQL objects are known to be a version this library serves
+ * (installed.hpp: 55000 otherwise). PQRUN_FUNCTION_ANY_VERSION defines one
+ * that depends on no SQL object of pqrun (a pure function, a reader of
+ * shared memory, what an install script calls), which any version may
+ * call. */
+#define PQRUN_FUNCTION_GUARDED(name, check)                                                                            \
 	static Datum name##Impl(FunctionCallInfo fcinfo);                                                                  \
 	extern "C" {                                                                                                       \
 	PG_FUNCTION_INFO_V1(name);                                                                                         \
 	Datum name(PG_FUNCTION_ARGS)                                                                                       \
 	{                                                                                                                  \
-		return pqrun::GuardedEntry([fcinfo]() { return name##Impl(fcinfo); });                                         \
+		return pqrun::GuardedEntry([fcinfo]() {                                                                        \
+			check;                                                                                                     \
+			return name##Impl(fcinfo);                                                                                 \
+		});                                                                                                            \
 	}                                                                                                                  \
 	}                                                                                                                  \
 	static Datum name##Impl(FunctionCallInfo fcinfo)
+#define PQRUN_FUNCTION(name) PQRUN_FUNCTION_GUARDED(name, pqrun::installed::RequireServed())
+#define PQRUN_FUNCTION_ANY_VERSION(name) PQRUN_FUNCTION_GUARDED(name, (void)0)

@@ -26,6 +26,7 @@ extern "C" {
 #include "catalog/pg_collation.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_enum.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_proc.h"

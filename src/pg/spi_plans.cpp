@@ -7,37 +7,6 @@ namespace pqrun::spi {
 
 namespace {
 
-/* What the statements say instead of each addition (spi_plans.hpp) until
- * ALTER EXTENSION UPDATE has installed the function that came with it. */
-struct Addition {
-	const char *function;
-	const char *text;
-	const char *before;
-};
-constexpr Addition kAdditions[] = {
-    {"_lease_token", PQRUN_LEASE_TOKEN, "pg_catalog.gen_random_uuid()"},
-    {"_backend_started", PQRUN_SET_HOLDER_STARTED(PQRUN_HELD_BY_SETTING), ""},
-    {"_backend_started", PQRUN_SET_HOLDER_STARTED(PQRUN_HELD_AS_PICKED), ""},
-    {"_backend_started", PQRUN_SET_HOLDER_STARTED(PQRUN_HELD_AS_BEFORE), ""},
-    {"_backend_started", PQRUN_CLEAR_HOLDER_STARTED, ""},
-    {"_backend_started", PQRUN_SELECT_HOLDER_STARTED, "NULL::timestamptz AS started"},
-    {"_backend_started", PQRUN_SAME_HOLDER_STARTED, ""},
-    {"set_key_rate_limit", PQRUN_JOB_WEIGHT, ""},
-    {"set_key_rate_limit", PQRUN_ENQUEUE_WEIGHT, ""},
-    {"set_key_rate_limit", PQRUN_CANCELLED_WEIGHT, ""},
-    {"set_key_rate_limit", PQRUN_CONTROL_KEY_RATES, ", NULL::float8, NULL::int"},
-    {"set_key_rate_limit", PQRUN_IDLE_KEY_RATES, ""},
-    /* Before PQRUN_JOB_KEY, which is part of PQRUN_CONTROL_KEYS. */
-    {"set_key_limit", PQRUN_CONTROL_KEYS, ", NULL::text, NULL::int, false"},
-    {"set_key_limit", PQRUN_JOB_KEY, ""},
-    {"set_key_limit", PQRUN_ENQUEUE_KEY, ""},
-    {"set_key_limit", PQRUN_CANCELLED_KEY, ""},
-    {"set_key_limit", PQRUN_UNKEYED, ""},
-    {"set_key_limit", PQRUN_IDLE_KEYS, ""},
-    {"release", PQRUN_JOB_PROGRESS, ""},
-    {"release", PQRUN_SET_PROGRESS, ""},
-};
-
 const char *
 ReplaceAll(const char *sql, const char *text, const char *with)
 {
@@ -49,17 +18,6 @@ ReplaceAll(const char *sql, const char *text, const char *with)
 	}
 	appendStringInfoString(&out, sql);
 	return out.data;
-}
-
-/* AsInstalled answers `sql` as the installed SQL objects can run it: `sql`
- * itself when they are current. */
-const char *
-AsInstalled(const char *sql)
-{
-	for (const Addition &addition : kAdditions)
-		if (strstr(sql, addition.text) != nullptr && !Installed(addition.function))
-			sql = ReplaceAll(sql, addition.text, addition.before);
-	return sql;
 }
 
 /* ---- Statements on Citus shards (citus.hpp) ---- */
@@ -134,7 +92,7 @@ ShardPlanFor(Statement &stmt)
 	if (!found)
 		entry->plan = nullptr;
 	if (entry->plan == nullptr) {
-		const char *sql = ShardedSql(AsInstalled(stmt.sql));
+		const char *sql = ShardedSql(stmt.sql);
 		SPIPlanPtr plan = SPI_prepare_cursor(sql, stmt.nargs, stmt.argtypes, CURSOR_OPT_GENERIC_PLAN);
 		if (plan == nullptr)
 			elog(ERROR, "pqrun: could not prepare \"%s\" on a shard: %s", stmt.name, SPI_result_code_string(SPI_result));
@@ -152,47 +110,21 @@ PlanFor(Statement &stmt)
 	citus::RefuseDistributed();
 	if (citus::InShards())
 		return ShardPlanFor(stmt);
-	/* An adapted plan is given up as soon as ALTER EXTENSION UPDATE has
-	 * run: its statement would leave holder_started behind holder_pid, or
-	 * a job's progress behind when it finishes. */
-	if (stmt.plan != nullptr && stmt.adapted && AsInstalled(stmt.sql) == stmt.sql) {
-		SPI_freeplan(stmt.plan);
-		stmt.plan = nullptr;
-	}
 	if (stmt.plan == nullptr) {
 		/* Generic plans: every statement is written so that its generic plan is
 		 * the right one, and re-planning on each call would cost more than
 		 * most of the statements take to run. */
-		const char *sql = AsInstalled(stmt.sql);
-		SPIPlanPtr plan = SPI_prepare_cursor(sql, stmt.nargs, stmt.argtypes, CURSOR_OPT_GENERIC_PLAN);
+		SPIPlanPtr plan = SPI_prepare_cursor(stmt.sql, stmt.nargs, stmt.argtypes, CURSOR_OPT_GENERIC_PLAN);
 		if (plan == nullptr)
 			elog(ERROR, "pqrun: could not prepare \"%s\": %s", stmt.name, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "pqrun: could not keep plan \"%s\"", stmt.name);
 		stmt.plan = plan;
-		stmt.adapted = sql != stmt.sql;
 	}
 	return stmt.plan;
 }
 
 } // namespace
-
-bool
-Installed(const char *function)
-{
-	Oid namespace_id = get_namespace_oid("pqrun", true);
-	if (!OidIsValid(namespace_id))
-		return false;
-	bool found = false;
-	CatCList *candidates = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(function));
-	for (int i = 0; i < candidates->n_members && !found; i++) {
-		auto *proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&candidates->members[i]->tuple));
-		found = proc->pronamespace == namespace_id;
-	}
-	ReleaseSysCacheList(candidates);
-	return found;
-}
-
 
 void
 ForgetLastResult()

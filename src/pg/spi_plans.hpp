@@ -11,24 +11,11 @@
 
 #include "pg/pg.hpp"
 
-/* What later versions added to the statements. Until ALTER EXTENSION UPDATE
- * has installed the function that came with an addition, the plan cache
- * runs the statements without it (spi_plans.cpp, kAdditions): 0.3.0's lease
- * token function, 0.5.0's start of the session holding a running job
- * (with job_live.holder_started, beside holder_pid), 0.8.0's progress
- * and snooze count of a job (columns of job_live, job_done and pqrun.jobs,
- * last in each; added with pqrun.release), 0.10.0's concurrency key of a
- * job (a column of the same three; added with pqrun.set_key_limit):
- * a job column, the enqueue's value of it ($13 of the insert, $12 of a job
- * cancelled at birth), the pick's condition for jobs without one, and the
- * controls' columns of keys, and 0.11.0's rate weight of a job (the last
- * column of the three, $14 and $13 of the enqueues; added with
- * pqrun.set_key_rate_limit) and the controls' rate limit per key. */
+/* Pieces of statement text that several statements share. */
 #define PQRUN_LEASE_TOKEN "pqrun._lease_token()"
 /* The session holding a claim: this one where `held` (an SQL condition) is
- * true, none (the lease alone holds it) where it is not; holder_started
- * came with 0.5.0. `held` is one of the three conditions below, so that
- * kAdditions knows every text of PQRUN_SET_HOLDER_STARTED. */
+ * true, none (the lease alone holds it) where it is not. `held` is one of
+ * the three conditions below. */
 #define PQRUN_SET_HOLDER_PID(held) "holder_pid = CASE WHEN " held " THEN pg_catalog.pg_backend_pid() END, "
 #define PQRUN_SET_HOLDER_STARTED(held) "holder_started = CASE WHEN " held " THEN pqrun._backend_started() END, "
 #define PQRUN_SET_HOLDER(held) PQRUN_SET_HOLDER_PID(held) PQRUN_SET_HOLDER_STARTED(held)
@@ -67,13 +54,7 @@ struct Statement {
 	int nargs;
 	Oid argtypes[kMaxArgs];
 	SPIPlanPtr plan = nullptr; /* in CacheMemoryContext */
-	bool adapted = false;      /* AsInstalled changed the statement */
 };
-
-/* Installed answers whether schema pqrun has a function of that name,
- * whatever its arguments: whether ALTER EXTENSION UPDATE has installed the
- * release that brought it. */
-bool Installed(const char *function);
 
 /* Connect and Finish pair SPI_connect/SPI_finish, raising on failure. */
 void Connect();

@@ -15,9 +15,13 @@
  * database. Before running them, this hook asks pqrun's worker there to exit
  * and waits for it (only with shared memory, that is when preloaded); the
  * launcher comes back later if the database remains.
+ *
+ * CREATE, ALTER and DROP EXTENSION pqrun change the installed version:
+ * every backend reads it again after the commit (pg/installed.hpp).
  */
 #include "xact/utility.hpp"
 
+#include "pg/installed.hpp"
 #include "shmem/shmem.hpp"
 #include "xact/deferred_claims.hpp"
 #include "xact/wake.hpp"
@@ -47,6 +51,24 @@ DatabaseNeedingExclusivity(Node *stmt)
 	return name ? get_database_oid(name, true) : InvalidOid;
 }
 
+/* ChangesPqrun answers whether `stmt` creates, updates or drops the
+ * extension pqrun. */
+bool
+ChangesPqrun(Node *stmt)
+{
+	if (IsA(stmt, CreateExtensionStmt))
+		return strcmp(castNode(CreateExtensionStmt, stmt)->extname, "pqrun") == 0;
+	if (IsA(stmt, AlterExtensionStmt))
+		return strcmp(castNode(AlterExtensionStmt, stmt)->extname, "pqrun") == 0;
+	if (IsA(stmt, DropStmt) && castNode(DropStmt, stmt)->removeType == OBJECT_EXTENSION) {
+		ListCell *lc;
+		foreach (lc, castNode(DropStmt, stmt)->objects)
+			if (strcmp(strVal(lfirst(lc)), "pqrun") == 0)
+				return true;
+	}
+	return false;
+}
+
 } // namespace
 
 void
@@ -60,6 +82,8 @@ Before(Node *stmt)
 void
 After(Node *stmt)
 {
+	if (ChangesPqrun(stmt))
+		installed::Changed();
 	if (IsA(stmt, TransactionStmt)) {
 		TransactionStmtKind kind = castNode(TransactionStmt, stmt)->kind;
 		if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)

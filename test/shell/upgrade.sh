@@ -10,8 +10,15 @@
 # 'V'), never by a base script of V an older build left installed:
 #   1. pqrun at version V; a worker and monitor role; jobs in every state
 #      (DONE, FAILED, CANCELLED, READY, delayed, BLOCKED on a dependency,
-#      FIFO-blocked, RUNNING held by a live session) and an interval schedule
-#      that the background worker fires every second;
+#      FIFO-blocked, RUNNING held by a live session) and an interval
+#      schedule. The library serves V's SQL when V is the release before
+#      the current one: V's API makes the jobs, a session picks one up, and
+#      the background worker fires the schedule every second. Any older V it
+#      refuses: a call of V's API gets 55000 with the hint to update, the
+#      maintenance worker waits (a WARNING in the server log, no schedule
+#      fired), and the same jobs are written as rows (those the current
+#      API makes in a database of its own, in the columns V has), the
+#      running one held by a live session;
 #   2. ALTER EXTENSION pqrun UPDATE while the maintenance worker is connected
 #      and the RUNNING job's session is still alive;
 #   3. nothing was lost: every job row, attempt and schedule is as before
@@ -116,6 +123,40 @@ catalog >"/tmp/pqrun-upgrade-fresh-$$.txt"
 released=$(cd "$repo/sql" && ls pqrun--*--*.sql | sed -n 's/^pqrun--\([0-9.]*\)--[0-9.]*\.sql$/\1/p' | sort -uV)
 [ -n "$released" ] || { echo "FAIL: no released version to update from (sql/pqrun--<version>--<next>.sql)"; exit 1; }
 base=$(head -n 1 <<<"$released") # the oldest, the only one with a base script
+# The release before the current one: the oldest whose SQL the library serves.
+previous=$(cd "$repo/sql" && ls pqrun--*--"$current".sql | sed -n 's/^pqrun--\([0-9.]*\)--.*$/\1/p')
+[ "$previous" = "$(tail -n 1 <<<"$released")" ] || { echo "FAIL: the update to $current starts from [$previous]"; exit 1; }
+log=${PQRUN_WORK:+$PQRUN_WORK/server.log}
+[ -n "$log" ] && [ -r "$log" ] || log=$PGHOST/server.log
+
+# The jobs of jobs_in_every_state.sql as the current API makes them, as JSON
+# (job_live, job_done, attempt_log, job_dep, periodic), for the versions
+# whose API the library refuses: each takes the columns it has (no release
+# dropped or renamed one).
+db=pqrun_upgrade_rows_$$
+createdb "$db" || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null ||
+	exit 1
+rows=$(q -c "SELECT jsonb_build_object(
+	'job_live', (SELECT jsonb_agg(to_jsonb(t) ORDER BY id) FROM pqrun.job_live t WHERE job_type <> 'tick'),
+	'job_done', (SELECT jsonb_agg(to_jsonb(t) ORDER BY id) FROM pqrun.job_done t WHERE job_type <> 'tick'),
+	'attempt_log', (SELECT jsonb_agg(to_jsonb(t)) FROM pqrun.attempt_log t),
+	'job_dep', (SELECT jsonb_agg(to_jsonb(t)) FROM pqrun.job_dep t),
+	'periodic', (SELECT jsonb_agg(to_jsonb(t) - '{last_run,last_job_id}'::text[]) FROM pqrun.periodic t))")
+psql -X -q -d postgres -c "DROP DATABASE $db WITH (FORCE)" >/dev/null
+# write_rows: those jobs into $db, whatever version is installed there (the
+# 7 unfinished jobs, the 3 finished, and the schedule).
+write_rows() {
+	local table
+	for table in job_live job_done attempt_log job_dep periodic; do
+		q -v rows="$rows" >/dev/null <<<"INSERT INTO pqrun.$table SELECT * FROM
+			jsonb_populate_recordset(NULL::pqrun.$table, (:'rows')::jsonb -> '$table')" || return 1
+	done
+	q -c "SELECT setval('pqrun.job_id_seq', 10)" -c "UPDATE pqrun.periodic SET next_run = now()" >/dev/null || return 1
+	check "the jobs written as rows" "7 3 1" \
+		"SELECT (SELECT count(*) FROM pqrun.job_live) || ' ' || (SELECT count(*) FROM pqrun.job_done)
+		        || ' ' || (SELECT count(*) FROM pqrun.periodic)"
+}
 # install_version V: pqrun at version V in $db, from the base script.
 install_version() {
 	q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun VERSION '$base'" || return 1
@@ -132,14 +173,35 @@ upgrade_from() {
 	install_version "$from" || exit 1
 	check "installed version" "$from" "SELECT extversion FROM pg_extension WHERE extname = 'pqrun'"
 	q -c "SELECT pqrun.grant_worker('$role')" -c "SELECT pqrun.grant_monitor('$role')" >/dev/null || exit 1
-	q -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null || exit 1
-	# Job 6 is picked up by a session that stays alive through the update,
-	# so orphan rescue leaves it RUNNING.
-	psql -X -qtA -d "$db" -c "SELECT id FROM pqrun.pickup('holder', job_types => ARRAY['held'])" \
-		-c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
-	holder_pid=$!
-	wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = 6" || violations=$((violations + 1))
-	wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick'" || violations=$((violations + 1))
+	if [ "$from" = "$previous" ]; then
+		q -f "$repo/test/lib/jobs_in_every_state.sql" >/dev/null || exit 1
+		# Job 6 is picked up by a session that stays alive through the
+		# update, so orphan rescue leaves it RUNNING.
+		psql -X -qtA -d "$db" -c "SELECT id FROM pqrun.pickup('holder', job_types => ARRAY['held'])" \
+			-c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+		holder_pid=$!
+		wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = 6" || violations=$((violations + 1))
+		wait_for 10 t "SELECT count(*) >= 2 FROM pqrun.jobs WHERE job_type = 'tick'" || violations=$((violations + 1))
+	else
+		refused=$(q -v VERBOSITY=verbose -c "SELECT pqrun.enqueue('refused')" 2>&1)
+		assert "the library refuses $from's API with 55000 and the hint to update [$(head -n 1 <<<"$refused")]" \
+			grep -qzE "ERROR:  55000: pqrun's SQL objects in database \"$db\" are at version $from; this library \($current\) serves $previous and $current.*HINT:  Run ALTER EXTENSION pqrun UPDATE in this database" <<<"$refused"
+		write_rows || exit 1
+		# Job 6 is held by a session that stays alive through the update,
+		# so orphan rescue leaves it RUNNING.
+		psql -X -qtA -d "$db" -c "SELECT pg_sleep(60) /* holder */" >/dev/null 2>&1 &
+		holder_pid=$!
+		wait_for 10 1 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%/* holder */' AND datname = current_database()" ||
+			violations=$((violations + 1))
+		q -c "UPDATE pqrun.job_live SET status = 'RUNNING', attempts = attempts + 1, locked_at = now(), heartbeat_at = now(),
+		             locked_by = 'holder', lease_token = gen_random_uuid(),
+		             holder_pid = (SELECT pid FROM pg_stat_activity WHERE query LIKE '%/* holder */' AND datname = current_database())
+		       WHERE id = 6" >/dev/null || violations=$((violations + 1))
+		assert "the maintenance worker waits for the update, with a WARNING" \
+			wait_for 10 t "SELECT pg_read_file('$log') LIKE '%pqrun maintenance waits: pqrun''s SQL objects in database \"$db\" are at version $from;%'"
+		sleep 2
+		check "and fires no schedule meanwhile" 0 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'tick'"
+	fi
 	check "the maintenance worker is connected" 1 \
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = current_database()"
 	before=$(contents)
@@ -217,6 +279,18 @@ answer=$(q -c "SET pqrun.claim_hold = session" -c "DO \$\$BEGIN PERFORM pqrun.pi
 	-c "SELECT holder_started = pqrun._backend_started() FROM pqrun.job_live WHERE id = 1" 2>&1)
 assert "a session's heartbeat after its ALTER EXTENSION UPDATE records its start ($answer)" [ "$answer" = t ]
 
+# A session that has read the installed version reads it again once another
+# session has changed it (here to the base version, which the library does
+# not serve), and refuses at its next call.
+db=pqrun_upgrade_reread_$$
+echo "== $current -> $base in another session ($db)"
+createdb "$db" || exit 1
+q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || exit 1
+answer=$(q -v VERBOSITY=sqlstate -c "SELECT pqrun.enqueue('a')" \
+	-c "\\! psql -X -q -d $db -c 'DROP EXTENSION pqrun' -c 'SET client_min_messages = warning' -c \"CREATE EXTENSION pqrun VERSION '$base'\"" \
+	-c "SELECT pqrun.enqueue('b')" 2>&1)
+assert "a session refuses once another has installed $base [$(paste -sd' ' <<<"$answer")]" [ "$answer" = "1"$'\n'"ERROR:  55000" ]
+
 # 0.12.0 partitions job_done by finish time: an install of 0.11.0 with a
 # million finished jobs keeps every one of them, as the partition of what
 # finished before the update, which retention then drops as a whole;
@@ -230,7 +304,7 @@ q -c "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_attempts, 
       SELECT g, CASE WHEN g % 10 = 0 THEN 'FAILED' ELSE 'DONE' END::pqrun.job_status, 0, 1, 5, now(),
              now() - g * interval '1 ms', now() - interval '1 day', now(), 'q', 'million', jsonb_build_object('n', g), 'done'
         FROM generate_series(1, 1000000) AS g" \
-	-c "SELECT setval('pqrun.job_id_seq', 1000000)" -c "SELECT pqrun.enqueue('after')" >/dev/null || exit 1
+	-c "SELECT setval('pqrun.job_id_seq', 1000000)" >/dev/null || exit 1
 fingerprint="SELECT count(*) || ' ' || sum(hashtext(to_jsonb(t)::text)) FROM pqrun.job_done t"
 before=$(q -c "$fingerprint")
 # (An empty table, or a query that failed, gives an empty fingerprint, which
@@ -242,7 +316,8 @@ echo "     (the update took $((($(date +%s%N) - started) / 1000000)) ms)"
 check "every finished job is there, unchanged" "$before" "$fingerprint"
 check "in the partition of what finished before the update" 1000000 "SELECT count(*) FROM pqrun.job_done_before_0_12"
 check "found by id" FAILED "SELECT status FROM pqrun.jobs WHERE id = 999990"
-q -c "SELECT pqrun.mark_done((SELECT id FROM pqrun.pickup('w')))" >/dev/null || violations=$((violations + 1))
+q -c "SELECT pqrun.enqueue('after')" -c "SELECT pqrun.mark_done((SELECT id FROM pqrun.pickup('w')))" >/dev/null ||
+	violations=$((violations + 1))
 check "a finish after the update goes to a new partition" t \
 	"SELECT tableoid <> 'pqrun.job_done_before_0_12'::regclass FROM pqrun.job_done WHERE job_type = 'after'"
 # (Called again when a worker's round held job_done past the drop's lock_timeout.)
