@@ -58,8 +58,12 @@ install-lib-shared: unlink-installed-module
 unlink-installed-module:
 	rm -f '$(DESTDIR)$(pkglibdir)/$(MODULE_big)$(DLSUFFIX)'
 
-sql/pqrun--$(EXTVERSION).sql: sql/pqrun.sql
-	cp $< $@
+# The install script: sql/pqrun.sql with each `\ir` line replaced by the file
+# under sql/pqrun/ it names (one per table, view and function).
+sql/pqrun--$(EXTVERSION).sql: sql/pqrun.sql $(wildcard sql/pqrun/*/*.sql)
+	awk '/^\\ir /{ f = "sql/" $$2; n = 0; while ((r = (getline l < f)) > 0) { print l; n++ } close(f); \
+	     if (r < 0 || n == 0) { print "sql/pqrun.sql: cannot include " f > "/dev/stderr"; exit 1 } next } { print }' \
+	    $< >$@.tmp && mv $@.tmp $@
 
 .PHONY: test pgtap unit format lint
 test:

@@ -23,8 +23,8 @@
  *    cancelled enqueue's job_done row and enqueue_batch's plain elements
  *    (enqueue.cpp), and what gives a running job back (requeue.cpp), each
  *    naming the columns it leaves to their defaults.
- * A column added to a job table goes here first (with sql/pqrun.sql and the
- * update script); the compiler then points at each statement that must
+ * A column added to a job table goes here first (with the table's file in
+ * sql/pqrun/tables/ and the update script); the compiler then points at each statement that must
  * list it, and a job_done column that no finish fills does not compile.
  */
 #pragma once

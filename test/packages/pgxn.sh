@@ -159,10 +159,20 @@ else
 fi
 # What the server loads now is what this install wrote, from the zip.
 sharedir=$("$pg_config" --sharedir)/extension
-[ "$("$pg_config" --pkglibdir)/pqrun.so" -nt "$work/before-install" ] && unzip_sql=$(python3 -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode())' "$zip" "pqrun-$version/sql/pqrun.sql") &&
+# The zip's install script: its sql/pqrun.sql with each \ir line replaced by
+# the file under sql/pqrun/ it names, as the Makefile writes it.
+expand_zip_sql() {
+	python3 - "$zip" "pqrun-$version/sql/" <<'PY'
+import sys, zipfile
+z, sql = zipfile.ZipFile(sys.argv[1]), sys.argv[2]
+lines = z.read(sql + "pqrun.sql").decode().split("\n")
+sys.stdout.write("\n".join(z.read(sql + l[4:]).decode().rstrip("\n") if l.startswith("\\ir ") else l for l in lines))
+PY
+}
+[ "$("$pg_config" --pkglibdir)/pqrun.so" -nt "$work/before-install" ] && unzip_sql=$(expand_zip_sql) &&
 	[ "$unzip_sql" = "$(cat "$sharedir/pqrun--$version.sql")" ] &&
 	grep -q "^default_version = '$version'" "$sharedir/pqrun.control" &&
-	ok "installed: pqrun.so just now, pqrun--$version.sql as the zip's sql/pqrun.sql, pqrun.control at $version" ||
+	ok "installed: pqrun.so just now, pqrun--$version.sql as the zip's sql/pqrun.sql and sql/pqrun/, pqrun.control at $version" ||
 	fail "the installed files are not the zip's"
 
 echo "-- pgxn check: the zip's regression and isolation suites against the test server"

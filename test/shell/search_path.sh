@@ -268,7 +268,7 @@ echo "-- class test: shadows of pg_catalog's operators and functions, planted by
 # script and in the string literals of the C++ sources; only those that name a
 # pg_catalog function are used.
 names=$({
-	cat "$repo/sql/pqrun.sql"
+	cat "$repo/sql/pqrun.sql" "$repo"/sql/pqrun/*/*.sql
 	grep -rohE --include='*.[ch]pp' '"([^"\\]|\\.)*"' "$repo/src"
 } | grep -oE '[A-Za-z_][A-Za-z0-9_]*[[:space:]]*\(' | sed -E 's/[[:space:]]*\($//' | tr 'A-Z' 'a-z' | sort -u | paste -sd, -)
 # The C++ sources were read: clock_timestamp is called only there (the

@@ -1,0 +1,5 @@
+CREATE FUNCTION pqrun.grant_producer(role regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM pqrun._grant(role, 'producer');
+END $$;

@@ -1,0 +1,3 @@
+CREATE FUNCTION pqrun.unschedule(name text, key text DEFAULT '')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pqrun_unschedule' LANGUAGE c VOLATILE;

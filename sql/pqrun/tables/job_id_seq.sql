@@ -1,0 +1,1 @@
+CREATE SEQUENCE pqrun.job_id_seq;

@@ -1,0 +1,1 @@
+CREATE TYPE pqrun.job_status AS ENUM ('BLOCKED', 'READY', 'RUNNING', 'DONE', 'FAILED', 'CANCELLED');
