@@ -19,6 +19,7 @@
 #include "jobs/queue_internal.hpp"
 #include "pg/citus.hpp"
 #include "pg/boundary.hpp"
+#include "pg/client_wait.hpp"
 #include "pg/spi_plans.hpp"
 #include "pg/spi_rows.hpp"
 #include "shmem/stats.hpp"
@@ -690,8 +691,7 @@ LongPoll(const PickFilter &filter, int64 wait_ms, Look look, BeforeSleep before_
 			MemoryContextReset(look_context);
 			if (sleep_ms <= 0)
 				break;
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
-			                compat::ExtensionWaitEvent(long_poll_wait_event, "PqrunLongPoll"));
+			(void)client_wait::Sleep(sleep_ms, compat::ExtensionWaitEvent(long_poll_wait_event, "PqrunLongPoll"));
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}

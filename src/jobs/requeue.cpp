@@ -15,6 +15,7 @@
 
 #include "guc.hpp"
 #include "jobs/flow_control.hpp"
+#include "pg/client_wait.hpp"
 #include "pg/compat.hpp"
 #include "pg/spi_rows.hpp"
 #include "pure/backoff.hpp"
@@ -193,8 +194,8 @@ AwaitLeaseEnd(int64 job_id, Datum lease, bool has_lease, int64 wait_ms)
 			long sleep_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 			if (sleep_ms <= 0)
 				break;
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(sleep_ms, 1000L),
-			                compat::ExtensionWaitEvent(heartbeat_wait_event, "PqrunHeartbeat"));
+			(void)client_wait::Sleep(Min(sleep_ms, 1000L),
+			                         compat::ExtensionWaitEvent(heartbeat_wait_event, "PqrunHeartbeat"));
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
