@@ -9,7 +9,8 @@ need_packages() {
 	done
 	[ ${#missing[@]} = 0 ] && return 0
 	[ "$(id -u)" = 0 ] || { echo "missing packages: ${missing[*]} (run as root to install them)" >&2; return 1; }
-	echo "installing ${missing[*]}"
+	# On stderr: callers print paths on stdout that others capture.
+	echo "installing ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
 		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
