@@ -14,11 +14,12 @@ namespace pqrun::installed {
 
 namespace {
 
-/* What this backend read: a served version, until a relcache invalidation
- * of pg_extension. Any other answer is read again at the next call, so a
- * session that got 55000 sees the update at once even where the session
- * that ran it had not loaded the library (and so sent no invalidation). */
-bool known = false;
+/* Whether this backend has read a version it serves, until a relcache
+ * invalidation of pg_extension: then every call answers at once. Any other
+ * answer is read again at the next call, so a session that got 55000 sees
+ * the update at once even where the session that ran it had not loaded the
+ * library (and so sent no invalidation). */
+bool served_read = false;
 char version[NAMEDATALEN] = "";
 
 /* ReadVersion copies pqrun's extversion in this database into `out`,
@@ -42,19 +43,13 @@ ReadVersion(char (&out)[NAMEDATALEN])
 	table_close(rel, AccessShareLock);
 }
 
+/* Version answers the installed version, read again unless a served one
+ * was read (an extension script moves it on before each step runs). */
 const char *
 Version()
 {
-	/* An extension script moves the version on before each step runs. */
-	if (creating_extension) {
+	if (!served_read || creating_extension)
 		ReadVersion(version);
-		known = false;
-		return version;
-	}
-	if (!known) {
-		ReadVersion(version);
-		known = true;
-	}
 	return version;
 }
 
@@ -63,9 +58,11 @@ Version()
 bool
 Served()
 {
+	if (served_read && !creating_extension)
+		return true;
 	const char *v = Version();
 	bool served = strcmp(v, PQRUN_VERSION) == 0 || strcmp(v, PQRUN_PREVIOUS_VERSION) == 0;
-	known = known && served;
+	served_read = served && !creating_extension;
 	return served;
 }
 
@@ -102,7 +99,7 @@ RequireServed()
 void
 Changed()
 {
-	known = false;
+	served_read = false;
 	CacheInvalidateRelcacheByRelid(ExtensionRelationId);
 }
 
@@ -110,7 +107,7 @@ void
 OnRelcacheInvalidation(Oid relid)
 {
 	if (relid == InvalidOid || relid == ExtensionRelationId)
-		known = false;
+		served_read = false;
 }
 
 } // namespace pqrun::installed
