@@ -657,10 +657,11 @@ ClaimBeforeWaiting(spi::Statement &stmt, PickArgs &args, Tuplestorestate *out, T
 	return n;
 }
 
-/* LongPoll registers as a waiter (before the first look, so a commit during
- * it wakes us) and calls look(waited) until it answers true or the wait
- * ends, sleeping on the latch in between: a commit that makes a matching job
- * runnable (wake.cpp), a delayed job's due time or the deadline wakes it.
+/* LongPoll registers as a waiter for up to `batch` jobs a look (before the
+ * first look, so a commit during it wakes us) and calls look(waited) until
+ * it answers true or the wait ends, sleeping on the latch in between: a
+ * commit that makes a matching job runnable (wake.cpp), a delayed job's due
+ * time or the deadline wakes it.
  * before_sleep() runs after each look. Both may raise PostgreSQL errors
  * (the waiter still leaves the table) but must not throw C++ exceptions.
  * Each look runs in a memory context of its own, reset after it, so a wait
@@ -668,10 +669,10 @@ ClaimBeforeWaiting(spi::Statement &stmt, PickArgs &args, Tuplestorestate *out, T
  * look hands on (claims, rows) is copied where it outlives it. */
 template <typename Look, typename BeforeSleep>
 void
-LongPoll(const PickFilter &filter, int64 wait_ms, Look look, BeforeSleep before_sleep)
+LongPoll(const PickFilter &filter, int32 batch, int64 wait_ms, Look look, BeforeSleep before_sleep)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-	bool registered = wake::Register(filter);
+	bool registered = wake::Register(filter, batch);
 	volatile bool found = false;
 	MemoryContext look_context = AllocSetContextCreate(CurrentMemoryContext, "pqrun look", ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();
@@ -780,7 +781,7 @@ PickUp(text *worker_id, const PickFilter &filter, int32 batch_size, int64 wait_m
 		                : ClaimOnce(stmt, args, out, out_desc, false, false, gated);
 	} else {
 		LongPoll(
-		    filter, wait_ms,
+		    filter, batch_size, wait_ms,
 		    [&](bool waited) {
 			    spi::Statement &stmt = gate();
 			    claimed = ClaimBeforeWaiting(stmt, args, out, out_desc, waited, defer, gated);
@@ -796,8 +797,9 @@ bool
 AwaitJobs(const PickFilter &filter, int64 wait_ms)
 {
 	bool ready = false;
+	/* Its caller picks up next: counted as a waiter for one job. */
 	LongPoll(
-	    filter, wait_ms,
+	    filter, 1, wait_ms,
 	    [&](bool) {
 		    EnterQueues(filter.queues); /* again after each commit */
 		    bool gated = flow_control::PrepareLook(filter, 1);

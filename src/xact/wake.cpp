@@ -25,6 +25,20 @@ constexpr int kMaxPending = 16;
 constexpr const char *kChannel = "pqrun_jobs";
 constexpr size_t kMaxPayload = BLCKSZ - NAMEDATALEN - 128; /* async.c's NOTIFY_PAYLOAD_MAX_LENGTH */
 
+/* Jobs of one (queue, job_type) hash pair: what this transaction made
+ * runnable, what it claimed, what a wake-up counted on a waiter for. */
+struct Pending {
+	uint32 queue;
+	uint32 type;
+	int64 count;
+};
+
+/* A long-poll waiter takes up to `batch` jobs a look, so a commit wakes one
+ * waiter for each `batch` of its jobs, not one for each job: a fleet of
+ * waiters asking for 8 is not woken 8 times over. What a wake-up counted on
+ * it for is kept in `owed` (a (queue, job_type) pair and a count; count -1:
+ * any job, a wake-up of every waiter), to be passed on when it leaves
+ * without having looked for it (Unregister). */
 struct Waiter {
 	bool in_use;
 	bool woken;
@@ -34,6 +48,8 @@ struct Waiter {
 	int nqueues;
 	uint32 types[kMaxFilter];
 	uint32 queues[kMaxFilter];
+	int32 batch;
+	Pending owed;
 	int64 lease_job; /* a waiting heartbeat's job, 0: none (not a long-poll waiter) */
 };
 
@@ -56,16 +72,12 @@ MyIndex()
 	return index >= 0 && index < table->size ? index : -1;
 }
 
-/* This backend's look began after a wake-up and has not finished: if it
- * ends in an error, the wake-up is owed to another waiter. */
-bool look_owes_wake = false;
+/* What the wake-up this backend's last look began after counted on it for
+ * (count 0: none): if the look ends without a claim, or in an error, it is
+ * owed to another waiter. */
+Pending look_owes{0, 0, 0};
 
-/* What this transaction made runnable, by (queue, job_type) hash. */
-struct Pending {
-	uint32 queue;
-	uint32 type;
-	int64 count;
-};
+/* What this transaction made runnable. */
 Pending pending[kMaxPending];
 int npending = 0;
 bool overflow = false; /* more pairs than tracked: wake everyone */
@@ -232,31 +244,43 @@ MoveQueueGens(DatabaseState &state, const Pending *pairs, int n, bool all)
 		state.queue_gen[pairs[i].queue % DatabaseState::kQueueGens]++;
 }
 
-/* WakeWaiters sets the latches of up to `count` matching, not yet woken
- * waiters of this database for each of the `n` entries of `wanted` (all of
- * them when `all`), counting the entries down. */
+/* WakeMatching sets the latches of enough matching, not yet woken waiters
+ * of database `dboid` to take the `count` jobs of each of the `n` entries
+ * of `wanted` (each waiter counts for its batch), counting the entries
+ * down; of every one when `all`. The table's lock is held. */
+void
+WakeMatching(Oid dboid, Pending *wanted, int n, bool all)
+{
+	for (int i = 0; i < table->size; i++) {
+		Waiter &w = table->waiters[i];
+		if (!w.in_use || w.woken || w.dboid != dboid)
+			continue;
+		Pending owed{0, 0, -1};
+		bool wake = all;
+		for (int j = 0; j < n && !wake; j++) {
+			if (wanted[j].count > 0 && Matches(w, wanted[j])) {
+				owed = wanted[j];
+				owed.count = Min(wanted[j].count, static_cast<int64>(w.batch));
+				wanted[j].count -= owed.count;
+				wake = true;
+			}
+		}
+		if (wake) {
+			w.woken = true;
+			w.owed = owed;
+			SetLatch(w.latch);
+		}
+	}
+}
+
+/* WakeWaiters wakes this database's waiters for `wanted` (WakeMatching). */
 void
 WakeWaiters(Pending *wanted, int n, bool all)
 {
 	if (table == nullptr || pg_atomic_read_u32(&table->waiting) == 0)
 		return;
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < table->size; i++) {
-		Waiter &w = table->waiters[i];
-		if (!w.in_use || w.woken || w.dboid != MyDatabaseId)
-			continue;
-		bool wake = all;
-		for (int j = 0; j < n && !wake; j++) {
-			if (wanted[j].count > 0 && Matches(w, wanted[j])) {
-				wanted[j].count--;
-				wake = true;
-			}
-		}
-		if (wake) {
-			w.woken = true;
-			SetLatch(w.latch);
-		}
-	}
+	WakeMatching(MyDatabaseId, wanted, n, all);
 	LWLockRelease(table->lock);
 }
 
@@ -481,8 +505,30 @@ ControlsChangedSince(uint64 since, ChangedQueues *changed)
 	return gen;
 }
 
+/* PassOn wakes other waiters for what a wake-up counted on `me` for
+ * (`owed`), which it leaves without having claimed: waiters that match its
+ * pair, or, where that is not known (count -1), every waiter whose filters
+ * overlap `me`'s. The table's lock is held. */
+void
+PassOn(const Waiter &me, Pending owed)
+{
+	if (owed.count > 0) {
+		WakeMatching(me.dboid, &owed, 1, false);
+		return;
+	}
+	for (int i = 0; i < table->size; i++) {
+		Waiter &w = table->waiters[i];
+		if (w.in_use && !w.woken && w.dboid == me.dboid && Overlap(w.types, w.ntypes, me.types, me.ntypes) &&
+		    Overlap(w.queues, w.nqueues, me.queues, me.nqueues)) {
+			w.woken = true;
+			w.owed = Pending{0, 0, -1};
+			SetLatch(w.latch);
+		}
+	}
+}
+
 bool
-Register(const PickFilter &filter)
+Register(const PickFilter &filter, int32 batch)
 {
 	int mine = MyIndex();
 	if (mine < 0)
@@ -492,6 +538,7 @@ Register(const PickFilter &filter)
 	w.in_use = true;
 	w.dboid = MyDatabaseId;
 	w.latch = MyLatch;
+	w.batch = Max(batch, 1);
 	FillFilter(filter.job_types, w.types, &w.ntypes);
 	FillFilter(filter.queues, w.queues, &w.nqueues);
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
@@ -514,20 +561,16 @@ Unregister(bool claimed_any)
 	if (me.in_use) {
 		me.in_use = false;
 		pg_atomic_fetch_sub_u32(&table->waiting, 1);
-		/* The commit that woke us counted on us to take a job: we do not
-		 * know which, so every waiter that could take it looks. */
-		bool owed = (me.woken || look_owes_wake) && !claimed_any;
-		for (int i = 0; owed && i < table->size; i++) {
-			Waiter &w = table->waiters[i];
-			if (w.in_use && !w.woken && w.dboid == me.dboid && Overlap(w.types, w.ntypes, me.types, me.ntypes) &&
-			    Overlap(w.queues, w.nqueues, me.queues, me.nqueues)) {
-				w.woken = true;
-				SetLatch(w.latch);
-			}
-		}
+		/* A commit counted on us to take its jobs: one that woke us after
+		 * our last look began (which may not have seen them), or the one our
+		 * last look followed, if that look claimed nothing. */
+		if (me.woken)
+			PassOn(me, me.owed);
+		if (look_owes.count != 0 && !claimed_any)
+			PassOn(me, look_owes);
 	}
 	LWLockRelease(table->lock);
-	look_owes_wake = false;
+	look_owes = Pending{0, 0, 0};
 }
 
 void
@@ -574,7 +617,7 @@ NoteLeaseEnded(int64 job_id)
 void
 LookDone()
 {
-	look_owes_wake = false;
+	look_owes = Pending{0, 0, 0};
 }
 
 void
@@ -584,8 +627,9 @@ PrepareCheck()
 	if (mine < 0)
 		return;
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	look_owes_wake = table->waiters[mine].woken;
-	table->waiters[mine].woken = false;
+	Waiter &me = table->waiters[mine];
+	look_owes = me.woken ? me.owed : Pending{0, 0, 0};
+	me.woken = false;
 	LWLockRelease(table->lock);
 }
 

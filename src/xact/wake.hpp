@@ -72,8 +72,9 @@ struct ChangedQueues {
  * come more than once). */
 uint64 ControlsChangedSince(uint64 since, ChangedQueues *changed);
 
-/* A registered long-poll waiter; only one per backend. */
-bool Register(const PickFilter &filter);
+/* A registered long-poll waiter, which takes up to `batch` jobs a look;
+ * only one per backend. */
+bool Register(const PickFilter &filter, int32 batch);
 /* Unregister leaves the table; a waiter woken since its last PrepareCheck
  * that leaves without `claimed_any` passes the wake-up on. */
 void Unregister(bool claimed_any);

@@ -278,6 +278,44 @@ herd 1
 echo "-- 4 waiters, 2 jobs committed in one transaction: two waiters get one each"
 herd 2
 
+# A commit wakes one waiter for each batch of its jobs, not one for each
+# job. Reproduction on 0.22.0: four waiters asking for 4, and 4 jobs
+# committed at once, woke all four; the first to look took the 4 and the
+# three others looked, found nothing and slept again (in a fleet of 64
+# waiters asking for 8, a commit of 128 jobs woke 48 for nothing). A
+# backend's voluntary context switches (/proc/<pid>/status) count its
+# sleeps: a waiter not woken makes none.
+echo "-- 4 waiters asking for 4, 4 jobs committed at once: one waiter gets them, the other three are not woken"
+switches() { # PID: the backend's voluntary context switches so far
+	sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null
+}
+reset
+for w in B1 B2 B3 B4; do waiter $w '5 s' "batch_size => 4"; done
+sleeping B1 B2 B3 B4
+declare -A backend before
+for w in B1 B2 B3 B4; do
+	backend[$w]=$(sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'lp_$w'")
+	[ -r "/proc/${backend[$w]}/status" ] || fail "cannot read the server's /proc/<pid>/status here"
+	before[$w]=$(switches "${backend[$w]}")
+done
+commit "(SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'h')) FROM generate_series(1, 4))))"
+deadline=$((SECONDS + 10))
+until [ "$(sql "SELECT count(*) FROM pqrun.jobs WHERE status = 'DONE'")" = 4 ]; do
+	[ $SECONDS -lt $deadline ] || fail "the 4 jobs were not taken: $(sql "SELECT id, status, locked_by FROM pqrun.jobs")"
+	sleep 0.05
+done
+sleep 0.3
+taker=$(sql "SELECT string_agg(DISTINCT locked_by, ',') FROM pqrun.jobs")
+[[ "$taker" =~ ^B[1-4]$ ]] || fail "the 4 jobs went to [$taker], not to one waiter"
+woken=
+for w in B1 B2 B3 B4; do
+	[ "$w" = "$taker" ] && continue
+	[ "$(switches "${backend[$w]}")" = "${before[$w]}" ] || woken+=" $w"
+done
+[ -z "$woken" ] || fail "$taker took the 4 jobs, and$woken were woken for nothing"
+echo "   $taker got the 4 jobs; the other three slept on"
+for w in B1 B2 B3 B4; do finish $w; done
+
 echo "-- delayed job: a 5 s pickup returns a job enqueued with run_after 1 s ahead when it falls due"
 reset
 waiter A '5 s'
