@@ -37,10 +37,13 @@
  *   expr_cache fills the compiled CHECK constraints and index predicates of
  *   pqrun's result relations from its cache.
  * planner_hook: before the next planner (Citus's), citus::KeepNullQueueLocal.
+ * get_relation_info_hook: after the next one, plan_size keeps the planner's
+ *   size of job_live at 10 pages at least.
  * ProcessUtility_hook: utility.hpp, before and after the command.
  * Relcache invalidation: expr_cache's compiled expressions, direct_rows'
  *   verdict on the job tables, citus's knowledge of them and the installed
- *   version (pg/installed.hpp, after pg_extension's) are forgotten.
+ *   version (pg/installed.hpp, after pg_extension's) and plan_size's
+ *   job_live are forgotten.
  * Shared memory (preloaded only): the request sizes and the LWLocks
  *   (shmem/locks.hpp), and the startup attaches, the database slots
  *   (shmem), the waiters (wake), the queue counters (stats), the places and
@@ -58,6 +61,7 @@
 #include "pg/boundary.hpp"
 #include "pg/citus.hpp"
 #include "pg/installed.hpp"
+#include "pg/plan_size.hpp"
 #include "shmem/locks.hpp"
 #include "shmem/shmem.hpp"
 #include "shmem/stats.hpp"
@@ -72,6 +76,7 @@ namespace {
 ExecutorStart_hook_type prev_executor_start = nullptr;
 ProcessUtility_hook_type prev_process_utility = nullptr;
 planner_hook_type prev_planner = nullptr;
+get_relation_info_hook_type prev_relation_info = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
@@ -203,6 +208,14 @@ pqrun_planner(Query *parse, const char *query_string, int cursor_options, ParamL
 }
 
 static void
+pqrun_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *rel)
+{
+	if (prev_relation_info)
+		prev_relation_info(root, relid, inhparent, rel);
+	pqrun::GuardedEntry([&]() { pqrun::plan_size::OnRelationInfo(relid, rel); });
+}
+
+static void
 pqrun_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree, ProcessUtilityContext context,
                       ParamListInfo params, QueryEnvironment *query_env, DestReceiver *dest, QueryCompletion *qc)
 {
@@ -238,6 +251,7 @@ pqrun_relcache_callback(Datum, Oid relid)
 		pqrun::direct_rows::OnRelcacheInvalidation(relid);
 		pqrun::citus::OnRelcacheInvalidation(relid);
 		pqrun::installed::OnRelcacheInvalidation(relid);
+		pqrun::plan_size::OnRelcacheInvalidation(relid);
 	});
 }
 }
@@ -255,6 +269,8 @@ Install()
 	ProcessUtility_hook = pqrun_process_utility;
 	prev_planner = planner_hook;
 	planner_hook = pqrun_planner;
+	prev_relation_info = get_relation_info_hook;
+	get_relation_info_hook = pqrun_relation_info;
 	CacheRegisterRelcacheCallback(pqrun_relcache_callback, Datum(0));
 }
 

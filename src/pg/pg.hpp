@@ -46,6 +46,7 @@ extern "C" {
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/optimizer.h"
+#include "optimizer/plancat.h"
 #include "optimizer/planner.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
