@@ -542,9 +542,8 @@ ClaimOnce(spi::Statement &stmt, PickArgs &args, Tuplestorestate *out, TupleDesc 
 		n += PickLanes(args, batch_size - static_cast<int32>(n), &receiver);
 
 	/* Nothing promoted left: take delayed jobs that fell due since the last
-	 * maintenance round, if one may have (a fleet's looks that find nothing
-	 * would otherwise each run this statement for no job). */
-	if (n < static_cast<uint64>(batch_size) && (citus::InShards() || next_due::MayBeDue())) {
+	 * maintenance round. */
+	if (n < static_cast<uint64>(batch_size)) {
 		Datum due_values[6] = {args.worker,
 		                       Int32GetDatum(batch_size - static_cast<int32>(n)),
 		                       ArrayArg(args.filter.job_types),
