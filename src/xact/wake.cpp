@@ -506,9 +506,9 @@ ControlsChangedSince(uint64 since, ChangedQueues *changed)
 }
 
 /* PassOn wakes other waiters for what a wake-up counted on `me` for
- * (`owed`), which it leaves without having claimed: waiters that match its
- * pair, or, where that is not known (count -1), every waiter whose filters
- * overlap `me`'s. The table's lock is held. */
+ * (`owed`), which it leaves without having looked for: waiters that match
+ * its pair, or, where that is not known (count -1), every waiter whose
+ * filters overlap `me`'s. The table's lock is held. */
 void
 PassOn(const Waiter &me, Pending owed)
 {
