@@ -209,9 +209,12 @@ check "its history holds the one attempt, no snooze" 'done' \
 assert "the worker logged the snooze" grep -q "snoozed job=$napped " "$tmp/worker.log"
 
 echo "== graceful shutdown (SIGTERM, grace period 3 s)"
-short=$(enqueue "'slow', '{\"seconds\": 1.5}'")
-long=$(enqueue "'slow', '{\"seconds\": 60}'")
-counting=$(enqueue "'count', '{\"to\": 1000000, \"step_ms\": 100}'")
+# In one transaction, so that they start together: enqueued one by one on a
+# loaded machine, they started over 1.1 s, and the short job had ended by
+# the time the check below saw the third running.
+read -r short long counting <<<"$(q -c "SELECT pqrun.enqueue('slow', '{\"seconds\": 1.5}') || ' ' ||
+                                            pqrun.enqueue('slow', '{\"seconds\": 60}') || ' ' ||
+                                            pqrun.enqueue('count', '{\"to\": 1000000, \"step_ms\": 100}')")"
 wait_for 10 3 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($short, $long, $counting) AND status = 'RUNNING'" ||
 	die "jobs $short, $long and $counting did not start"
 sleep 0.3
