@@ -38,12 +38,11 @@
  *   pqrun's result relations from its cache.
  * planner_hook: before the next planner (Citus's), citus::KeepNullQueueLocal.
  * get_relation_info_hook: after the next one, plan_size keeps the planner's
- *   size of job_live at 10 pages at least.
+ *   size of pqrun's tables at 10 pages at least.
  * ProcessUtility_hook: utility.hpp, before and after the command.
  * Relcache invalidation: expr_cache's compiled expressions, direct_rows'
  *   verdict on the job tables, citus's knowledge of them and the installed
- *   version (pg/installed.hpp, after pg_extension's) and plan_size's
- *   job_live are forgotten.
+ *   version (pg/installed.hpp, after pg_extension's) are forgotten.
  * Shared memory (preloaded only): the request sizes and the LWLocks
  *   (shmem/locks.hpp), and the startup attaches, the database slots
  *   (shmem), the waiters (wake), the queue counters (stats), the places and
@@ -212,7 +211,7 @@ pqrun_relation_info(PlannerInfo *root, Oid relid, bool inhparent, RelOptInfo *re
 {
 	if (prev_relation_info)
 		prev_relation_info(root, relid, inhparent, rel);
-	pqrun::GuardedEntry([&]() { pqrun::plan_size::OnRelationInfo(relid, rel); });
+	pqrun::GuardedEntry([&]() { pqrun::plan_size::OnRelationInfo(relid, inhparent, rel); });
 }
 
 static void
@@ -251,7 +250,6 @@ pqrun_relcache_callback(Datum, Oid relid)
 		pqrun::direct_rows::OnRelcacheInvalidation(relid);
 		pqrun::citus::OnRelcacheInvalidation(relid);
 		pqrun::installed::OnRelcacheInvalidation(relid);
-		pqrun::plan_size::OnRelcacheInvalidation(relid);
 	});
 }
 }

@@ -8,37 +8,17 @@ namespace {
 /* What PostgreSQL assumes for a table never vacuumed (plancat.c). */
 constexpr BlockNumber kMinPages = 10;
 
-enum class Known { kNot, kAbsent, kPresent };
-Known known = Known::kNot;
-Oid live_id = InvalidOid;
-
-/* LiveId answers pqrun.job_live's OID in this database, InvalidOid where
- * there is none; looked up once, until an invalidation. */
-Oid
-LiveId()
-{
-	if (known == Known::kNot) {
-		Oid namespace_id = get_namespace_oid("pqrun", true);
-		live_id = OidIsValid(namespace_id) ? get_relname_relid("job_live", namespace_id) : InvalidOid;
-		known = OidIsValid(live_id) ? Known::kPresent : Known::kAbsent;
-	}
-	return live_id;
-}
-
 } // namespace
 
 void
-OnRelationInfo(Oid relid, RelOptInfo *rel)
+OnRelationInfo(Oid relid, bool inhparent, RelOptInfo *rel)
 {
-	if (rel->pages < kMinPages && relid == LiveId())
+	/* Two syscache lookups, for the small tables only. */
+	if (inhparent || rel->pages >= kMinPages)
+		return;
+	Oid namespace_id = get_rel_namespace(relid);
+	if (namespace_id != PG_CATALOG_NAMESPACE && namespace_id == get_namespace_oid("pqrun", true))
 		rel->pages = kMinPages;
-}
-
-void
-OnRelcacheInvalidation(Oid relid)
-{
-	if (known == Known::kAbsent || relid == InvalidOid || relid == live_id)
-		known = Known::kNot;
 }
 
 } // namespace pqrun::plan_size
