@@ -187,7 +187,11 @@ shell_verdict() {
 		echo "shell $1 ... skipped: $(tail -n 1 "$3")"
 		skip "$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/'):$(basename "$1") $(tail -n 1 "$3")"
 	else
-		fail "shell: $1"
+		# The summary names the first failed check too: a run's output may
+		# reach its reader only in part, its end always.
+		local why
+		why=$(grep -m 1 -E '^(FAIL|not ok|die:)' "$3" | cut -c 1-160)
+		fail "shell: $1${why:+ ($why)}"
 		echo "shell $1 ... FAILED"
 		# What failed with the indented lines that explain it, then how the
 		# log ends (a worker's own log lines can fill the end of it).
