@@ -329,18 +329,19 @@ q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || e
 # The job is the round's own (uncommitted), so the worker's rounds, which
 # make no partition before the first job, make none meanwhile. The round
 # sleeps with the partition attached, the heartbeat starts then, and must
-# be seen waiting for the round's locks before the round goes on.
+# be seen waiting for the round's locks before the round goes on (8 s: on
+# a loaded machine, seeing the sleep and starting psql take seconds).
 q -c "BEGIN" -c "SELECT pqrun.enqueue('begins_now')" \
 	-c "SELECT count(*) FROM pqrun._history_round(now(), '1 day', 0, NULL, NULL)" \
-	-c "SELECT pg_sleep(4)" -c "SELECT pqrun.cancel(1)" -c "COMMIT" >"$work/round5.out" 2>&1 &
+	-c "SELECT pg_sleep(8)" -c "SELECT pqrun.cancel(1)" -c "COMMIT" >"$work/round5.out" 2>&1 &
 round=$!
-asleep="SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_sleep(4)'"
+asleep="SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_sleep(8)'"
 assert "the round sleeps with the partition of now attached" wait_for 20 1 "$asleep"
 # (Seen once in a full run: the round never slept; then what it answered.)
 [ "$(q -c "$asleep")" = 1 ] || sed 's/^/     round: /' "$work/round5.out"
 psql -X -qtA -v VERBOSITY=sqlstate -d "$db" -c "SELECT pqrun.heartbeat(1)" >"$work/heartbeat5.out" 2>&1 &
 heartbeat=$!
-assert "a heartbeat meanwhile waits for the round's locks" wait_for 3 1 \
+assert "a heartbeat meanwhile waits for the round's locks" wait_for 6 1 \
 	"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
 	    AND query = 'SELECT pqrun.heartbeat(1)'"
 wait "$heartbeat"
