@@ -181,6 +181,12 @@ then="date_trunc('minute', now()) - interval '3 days'"
 old_parts="SELECT count(*) FROM pqrun._history_partitions() WHERE hi <= now() - interval '2 days'"
 survivors="SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'"
 crashes() { grep -c "terminated by signal 9" "$dir/server.log"; }
+# Each is caught midway by polls for its locks, which a fast round can
+# outrun (the worker's drops did on PostgreSQL 17 in a full run): an event
+# trigger makes each DDL command of the round take 20 ms meanwhile.
+q -d app1 -c "CREATE FUNCTION public.slow_ddl() RETURNS event_trigger LANGUAGE plpgsql
+                AS 'BEGIN PERFORM pg_catalog.pg_sleep(0.02); END'" \
+	-c "CREATE EVENT TRIGGER slow_ddl ON ddl_command_end EXECUTE FUNCTION public.slow_ddl()" >/dev/null
 before=$(crashes)
 PGAPPNAME=maker psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 \
 	-c "SELECT count(*) FROM pqrun._history_round($then, '1 min', 199, NULL, NULL)" >/dev/null 2>&1 &
@@ -191,6 +197,7 @@ kill -9 "$(q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE application_
 wait "$maker" 2>/dev/null || true # its connection was lost
 wait_for app1 "SELECT 1" 1 20
 [ "$(crashes)" -gt "$before" ] || fail "the session making partitions was not killed"
+q -d app1 -c "ALTER EVENT TRIGGER slow_ddl DISABLE" >/dev/null
 [ "$(q -d app1 -c "$old_parts")" = 0 ] || fail "a killed round left partitions: $(q -d app1 -c "$old_parts")"
 q -d app1 -c "SELECT count(*) FROM pqrun._history_round($then, '1 min', 199, NULL, NULL)" >/dev/null
 [ "$(q -d app1 -c "$old_parts")" = 200 ] || fail "the round after the crash made $(q -d app1 -c "$old_parts") partitions"
@@ -201,15 +208,17 @@ q -d app1 -c "INSERT INTO pqrun.job_done (id, status, priority, attempts, max_at
 amcheck_ok "after a crash while partitions were made" -h "$dir" -p "$port" -U postgres -d app1 ||
 	fail "amcheck found problems after a crash while partitions were made"
 before=$(crashes)
+# The worker holds job_done in ACCESS EXCLUSIVE mode from its first DETACH
+# to its commit (8 s with the event trigger).
+q -d app1 -c "ALTER EVENT TRIGGER slow_ddl ENABLE" >/dev/null
 q -d postgres -c "ALTER SYSTEM SET pqrun.retention = '1d'" -c "ALTER SYSTEM RESET pqrun.enabled" \
 	-c "SELECT pg_reload_conf()" >/dev/null
-# The worker holds job_done in ACCESS EXCLUSIVE mode from its first DETACH
-# to its commit.
 wait_for app1 "SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                WHERE a.backend_type = 'pqrun maintenance' AND l.relation = 'pqrun.job_done'::regclass
                  AND l.mode = 'AccessExclusiveLock' AND l.granted" t 20
 kill -9 "$(q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pqrun maintenance' AND datname = 'app1'")"
 wait_for postgres "$(workers_in app1)" 1 20
+q -d app1 -c "DROP EVENT TRIGGER slow_ddl" -c "DROP FUNCTION public.slow_ddl()" >/dev/null
 [ "$(crashes)" -gt "$before" ] || fail "the maintenance worker was not killed"
 wait_for app1 "$old_parts" 0 30
 [ "$(q -d app1 -c "SELECT count(*) FROM pqrun.job_done WHERE job_type = 'old'")" = 0 ] ||
