@@ -143,7 +143,11 @@ wait_for qb "SELECT string_agg(job_type || '=' || status, ' ' ORDER BY id) FROM 
 echo "   fired after $((SECONDS - start)) s"
 
 echo "-- A: pattern 1 enqueued jobs"
-check "every run succeeded" qa "SELECT count(*) FROM cron.job_run_details WHERE status <> 'succeeded'" 0
+# Runs still in progress (starting, connecting, sending, running) are not
+# failures: in a full run on PostgreSQL 18 the check once met the two
+# cleanup runs that fire together as "not succeeded".
+check "no run failed" qa "SELECT count(*) || coalesce(': ' || string_agg(jobid || ' ' || left(return_message, 160), '; '), '')
+                            FROM cron.job_run_details WHERE status = 'failed'" 0
 check "the enqueue schedule made a cron_job job" qa "SELECT count(*) >= 1 FROM pqrun.jobs WHERE job_type = 'cron_job' AND status = 'READY'" t
 echo "-- A: pattern 2 made one job per tenant however often it fired"
 check "both cleanup schedules ran" qa \
@@ -165,7 +169,8 @@ check "once a tenant's job is DONE, the next firing enqueues a new one for it" q
 
 echo "-- B: run_maintenance() from pg_cron reaped both held jobs"
 check "the maintenance runs succeeded" qb \
-	"SELECT count(*) > 0 AND bool_and(status = 'succeeded') FROM cron.job_run_details" t
+	"SELECT count(*) FILTER (WHERE status = 'succeeded') > 0 AND count(*) FILTER (WHERE status = 'failed') = 0
+	   FROM cron.job_run_details" t
 check "both attempts ended 'stale' (timeout_seconds 1, and pqrun.stale_timeout 2s)" qb \
 	"SELECT string_agg(outcome, ',') FROM pqrun.job_attempts" "stale,stale"
 check "back to READY with attempts kept, runnable now" qb \
