@@ -471,6 +471,10 @@ CountLive()
 Counts
 Run()
 {
+	/* The turn first, waited for while this call holds nothing of job_done
+	 * yet: the live part's finishes of stale jobs take it, and a worker's
+	 * round that holds the turn waits for job_done. */
+	Exec(stmts::kRetentionTurn, nullptr, nullptr, SPI_OK_SELECT);
 	Counts counts = RunLive();
 	/* Last: a partition dropped keeps job_done locked until the commit. */
 	counts.purged = ApplyRetention();

@@ -41,6 +41,8 @@
 #      the lookup's snapshot after the plan, so it saw the job in neither
 #      table (P0002) where it must answer that the job is not running
 #      (55000).
+#   6. run_maintenance() waits for the rounds' turn before it takes any
+#      lock of job_done, so a round that holds the turn never waits for it.
 #
 # Runs against the already running test server (test/run.sh exports PGHOST,
 # PGPORT, PGUSER) in a database of its own; part 3 changes the server's
@@ -330,8 +332,13 @@ q -c "SET client_min_messages = warning; CREATE EXTENSION pqrun" >/dev/null || e
 # make no partition before the first job, make none meanwhile. The round
 # sleeps with the partition attached, the heartbeat starts then, and must
 # be seen waiting for the round's locks before the round goes on (8 s: on
-# a loaded machine, seeing the sleep and starting psql take seconds).
-q -c "BEGIN" -c "SELECT pqrun.enqueue('begins_now')" \
+# a loaded machine, seeing the sleep and starting psql take seconds). The
+# round first takes the rounds' turn, as run_maintenance does: the enqueue
+# holds job_done in ROW EXCLUSIVE mode (its plans), as a worker's round does
+# by its retention, and two rounds that both wait for SHARE ROW EXCLUSIVE
+# then deadlock (seen once on a loaded machine: 40P01 here, the deadlock
+# check run before the round's lock_timeout of 100 ms).
+q -c "BEGIN" -c "SELECT pg_advisory_xact_lock(1886483058, 1)" -c "SELECT pqrun.enqueue('begins_now')" \
 	-c "SELECT count(*) FROM pqrun._history_round(now(), '1 day', 0, NULL, NULL)" \
 	-c "SELECT pg_sleep(8)" -c "SELECT pqrun.cancel(1)" -c "COMMIT" >"$work/round5.out" 2>&1 &
 round=$!
@@ -351,6 +358,38 @@ answer=$(cat "$work/heartbeat5.out")
 check "the round made the partition of now, and the job is in it" t \
 	"SELECT tableoid <> 'pqrun.job_done_default'::regclass FROM pqrun.job_done WHERE id = 1"
 assert "the heartbeat finds the job cancelled there (55000) [$answer]" grep -q '^ERROR:  55000' <<<"$answer"
+
+echo "-- 6. run_maintenance() waits for the rounds' turn holding nothing of job_done"
+# A session holds the turn, as a worker's round does while it applies
+# retention; run_maintenance() meanwhile waits for it, and the round then
+# gets job_done at once in ACCESS EXCLUSIVE mode, as it does to attach the
+# partition of now or to drop one. Reproduction (the first 0.22.0):
+# run_maintenance() did its live part first, which holds job_done (ACCESS
+# SHARE for its reads, ROW EXCLUSIVE once it finishes stale jobs), and only
+# then waited for the turn; the round's lock then waited for it in turn, a
+# deadlock that ends at the round's lock_timeout (100 ms: the round gives
+# up), or, on a machine that stalls the round past deadlock_timeout, with
+# 40P01 for run_maintenance(). Here the round waits 1 s at most.
+q -c "BEGIN" -c "SELECT pg_advisory_xact_lock(1886483058, 1)" -c "SELECT pg_sleep(3)" \
+	-c "SET LOCAL lock_timeout = '1s'" -c "LOCK TABLE pqrun.job_done IN ACCESS EXCLUSIVE MODE" \
+	-c "COMMIT" >"$work/turn6.out" 2>&1 &
+turn=$!
+assert "the turn is held" wait_for 5 1 \
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_sleep(3)'"
+q -c "SELECT pqrun.run_maintenance()" >"$work/maintenance6.out" 2>&1 &
+maintenance=$!
+assert "run_maintenance() waits for the turn" wait_for 5 1 \
+	"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'
+	    AND query = 'SELECT pqrun.run_maintenance()'"
+check "and holds nothing of job_done meanwhile" 0 \
+	"SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+	  WHERE a.query = 'SELECT pqrun.run_maintenance()' AND l.granted AND l.relation = 'pqrun.job_done'::regclass"
+wait "$turn"
+assert "the round holding the turn got job_done [$(grep -m1 ERROR "$work/turn6.out")]" \
+	bash -c "! grep -q ERROR '$work/turn6.out'"
+wait "$maintenance"
+assert "run_maintenance() then ran its round [$(grep -m1 ERROR "$work/maintenance6.out")]" \
+	bash -c "! grep -q ERROR '$work/maintenance6.out'"
 
 echo "$violations violation(s)"
 [ "$violations" = 0 ]
