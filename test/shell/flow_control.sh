@@ -27,6 +27,8 @@
 #     2 jobs RUNNING when the server stops (immediately), a pickup after the
 #     restart claims nothing; once one of them is finished, one.
 # Needs psycopg 3.
+# Bounds a wake-up at 0.5 s:
+# test/run.sh: alone
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/test/lib/cluster.sh"
@@ -67,9 +69,13 @@ q = lambda sql, args=None: ctl.execute(sql, args).fetchall()
 # ---- 1. limits never exceeded under 8 clients ----------------------------
 q("SELECT pqrun.set_concurrency_limit('lim', 3)")
 q("SELECT pqrun.set_concurrency_limit('lim', 1, 'slow')")
-q("SELECT pqrun.enqueue(CASE WHEN i % 4 = 0 THEN 'slow' ELSE 'fast' END, queue => 'lim') "
+# Attempts enough that no job runs out of them: with the default 5, a job
+# whose five handouts all ended in mark_error was FAILED (seen once on
+# PostgreSQL 18: 599 of 600 DONE, none left unfinished; (0.1 / 0.9)^5 a
+# job, about one run in a hundred).
+q("SELECT pqrun.enqueue(CASE WHEN i % 4 = 0 THEN 'slow' ELSE 'fast' END, queue => 'lim', max_attempts => 1000) "
   "FROM generate_series(1, 400) i")
-q("SELECT pqrun.enqueue('fast', queue => 'open') FROM generate_series(1, 200)")
+q("SELECT pqrun.enqueue('fast', queue => 'open', max_attempts => 1000) FROM generate_series(1, 200)")
 total = 600
 
 lock = threading.Lock()
@@ -149,8 +155,8 @@ check(f"every job done ({elapsed:.1f} s)", done == total, f"{done} of {total}")
 if done != total:
     # What is left, and what the limits count, for whoever reads the failure.
     for row in q("SELECT id, queue, job_type, status, delayed, run_after - now(), attempts, locked_by, holder_pid "
-                 "FROM pqrun.job_live ORDER BY id LIMIT 20"):
-        print(f"     left: {row}")
+                 "FROM pqrun.jobs WHERE status <> 'DONE' ORDER BY id LIMIT 20"):
+        print(f"     not done: {row}")
     for row in q("SELECT c.queue, c.job_type, c.max_running, c.running, c.ready, f.places "
                  "FROM pqrun.queue_controls c JOIN pqrun.queue_control k ON k.queue = c.queue "
                  "AND k.job_type IS NOT DISTINCT FROM c.job_type AND k.concurrency_key IS NOT DISTINCT FROM c.concurrency_key "
