@@ -141,13 +141,12 @@ Begin(Jsonb *jobs, JobCursor *cursor)
 	(void)JsonbIteratorNext(&cursor->it, &value, true); /* WJB_BEGIN_ARRAY */
 }
 
-char **
-FifoKeys(Jsonb *jobs, int *n, bool *has_dependencies)
+LockKeys
+LockKeysOf(Jsonb *jobs)
 {
 	uint32 size = JsonContainerSize(&jobs->root);
-	auto **keys = static_cast<char **>(palloc(sizeof(char *) * (size + 1)));
-	*n = 0;
-	*has_dependencies = false;
+	LockKeys keys{static_cast<char **>(palloc(sizeof(char *) * (size + 1))), 0,
+	              static_cast<char **>(palloc(sizeof(char *) * (size + 1))), 0, false};
 	for (uint32 i = 0; i < size; i++) {
 		JsonbValue *element = getIthJsonbValueFromContainer(&jobs->root, i);
 		if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
@@ -155,9 +154,15 @@ FifoKeys(Jsonb *jobs, int *n, bool *has_dependencies)
 		JsonbValue value;
 		JsonbContainer *object = element->val.binary.data;
 		if (getKeyJsonValueFromContainer(object, "fifo_key", 8, &value) && value.type == jbvString)
-			keys[(*n)++] = pnstrdup(value.val.string.val, value.val.string.len);
+			keys.fifo_keys[keys.nfifo++] = pnstrdup(value.val.string.val, value.val.string.len);
+		if (getKeyJsonValueFromContainer(object, "concurrency_key", 15, &value) && value.type == jbvString) {
+			if (!getKeyJsonValueFromContainer(object, "queue", 5, &value) || value.type == jbvNull)
+				keys.keyed_queues[keys.nkeyed++] = pstrdup(jobs::kDefaultQueue);
+			else if (value.type == jbvString)
+				keys.keyed_queues[keys.nkeyed++] = pnstrdup(value.val.string.val, value.val.string.len);
+		}
 		if (getKeyJsonValueFromContainer(object, "depends_on", 10, &value) && value.type != jbvNull)
-			*has_dependencies = true;
+			keys.has_dependencies = true;
 	}
 	return keys;
 }

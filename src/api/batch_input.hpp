@@ -23,9 +23,18 @@ void Begin(Jsonb *jobs, JobCursor *cursor);
  * JSON type. */
 bool Next(JobCursor *cursor, jobs::EnqueueArgs *args);
 
-/* FifoKeys answers the fifo_key strings `jobs`' elements name, in element
- * order, their count in *n (what is not a string is left to Next), and
+/* What the elements of a batch will lock, read before any of them is
+ * enqueued (what is not a string is left to Next): the fifo_key of each
+ * element that names one, the queue of each that names a concurrency_key
+ * (enqueue's default queue where it names none), in element order, and
  * whether any element names depends_on. */
-char **FifoKeys(Jsonb *jobs, int *n, bool *has_dependencies);
+struct LockKeys {
+	char **fifo_keys;
+	int nfifo;
+	char **keyed_queues;
+	int nkeyed;
+	bool has_dependencies;
+};
+LockKeys LockKeysOf(Jsonb *jobs);
 
 } // namespace pqrun::batch

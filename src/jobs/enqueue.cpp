@@ -25,6 +25,8 @@
 #include "xact/next_due.hpp"
 #include "xact/wake.hpp"
 
+#include <algorithm>
+
 namespace pqrun::jobs {
 
 namespace stmts {
@@ -350,6 +352,20 @@ WriteRun(PlainRun *run, Tuplestorestate *out, TupleDesc out_desc)
 	memset(run->keys, 0, sizeof(run->keys));
 }
 
+/* NoteKeyedQueues marks each of `queues` keyed (flow_control::NoteKeyed),
+ * once each, in the order of their names. */
+void
+NoteKeyedQueues(char **queues, int n)
+{
+	std::sort(queues, queues + n, [](const char *a, const char *b) { return strcmp(a, b) < 0; });
+	for (int i = 0; i < n; i++) {
+		if (i > 0 && strcmp(queues[i], queues[i - 1]) == 0)
+			continue;
+		citus::EnterQueue(queues[i]);
+		flow_control::NoteKeyed(CStringGetTextDatum(queues[i]));
+	}
+}
+
 } // namespace
 
 TimestampTz
@@ -369,7 +385,7 @@ SetEnqueueDefaults(EnqueueArgs *args)
 	args->value[kPriority] = Int32GetDatum(0);
 	args->value[kRunAfter] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	args->value[kMaxAttempts] = Int32GetDatum(5);
-	args->value[kQueue] = CStringGetTextDatum("default");
+	args->value[kQueue] = CStringGetTextDatum(kDefaultQueue);
 	for (EnqueueArg set : {kPayload, kPriority, kRunAfter, kMaxAttempts, kQueue})
 		args->isnull[set] = false;
 }
@@ -387,6 +403,8 @@ Enqueue(const EnqueueArgs &args, int element)
 		                          "Citus\").")));
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	TimestampTz run_after = RunAfter(args);
+	/* Before the dependencies' rows and the group lock, as enqueue_batch
+	 * takes all of its marks before any of those. */
 	if (!args.isnull[kConcurrencyKey])
 		flow_control::NoteKeyed(args.value[kQueue]);
 
@@ -523,11 +541,14 @@ EnqueueBatch(Jsonb *jobs, Tuplestorestate *out, TupleDesc out_desc)
 {
 	batch::JobCursor cursor;
 	batch::Begin(jobs, &cursor);
-	int nkeys;
-	bool has_dependencies;
-	char **fifo_keys = batch::FifoKeys(jobs, &nkeys, &has_dependencies);
-	if (nkeys > 1 && !has_dependencies)
-		LockFifoGroups(fifo_keys, nkeys);
+	batch::LockKeys keys = batch::LockKeysOf(jobs);
+	/* The keyed marks first, as Enqueue takes a job's before its group
+	 * lock, and in the order of their queues: a call that took them as its
+	 * elements came, after its group locks or between them, deadlocked
+	 * with one that took the same the other way round. */
+	NoteKeyedQueues(keys.keyed_queues, keys.nkeyed);
+	if (keys.nfifo > 1 && !keys.has_dependencies)
+		LockFifoGroups(keys.fifo_keys, keys.nfifo);
 	auto *run = static_cast<PlainRun *>(palloc0(sizeof(PlainRun)));
 	/* A run's arguments (and its statement's garbage) live in one of two
 	 * contexts until its INSERT; the element that closes a run moves to the

@@ -25,7 +25,7 @@ namespace stmts {
 	    PQRUN_JOB_CONTROLS ")"                                                                                       \
 	" SELECT id, $2::pqrun.job_status, priority, attempts, max_attempts, timeout_seconds, pg_catalog.now(),"        \
 	"   created_at, pg_catalog.now(), queue, job_type, dedupe_key, fifo_key, depends_on, last_error, payload"       \
-	    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id" PQRUN_JOB_KEY
+	    PQRUN_JOB_CONTROLS " FROM gone RETURNING queue, job_type, priority, id"
 /* A retried job keeps everything it had but what its last claim wrote: it
  * is READY or BLOCKED again, not running nor held. */
 static_assert(job_row::ListIs(RETRY_FINISHED, "INSERT INTO pqrun.job_live (",
@@ -94,6 +94,10 @@ Retry(int64 job_id)
 		ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
 		                errmsg("job %lld cannot be retried while job %lld holds its dedupe key", (long long)job_id,
 		                       (long long)ColInt64(0, 1))));
+	/* Its queue may have been forgotten as keyed since it finished; marked
+	 * before its group is locked, as an enqueue marks it. */
+	if (was.keyed_queue)
+		flow_control::NoteKeyed(CStringGetTextDatum(was.keyed_queue));
 	bool blocked = false;
 	if (was.fifo_key) {
 		LockFifoGroup(was.fifo_key);
@@ -106,13 +110,9 @@ Retry(int64 job_id)
 	char *queue = ColText(0, 1), *job_type = ColText(0, 2);
 	bool isnull;
 	pick_hint::PickKey key = pick_hint::KeyOf(DatumGetInt32(Col(0, 3, &isnull)), ColInt64(0, 4));
-	bool keyed = ColText(0, 5) != nullptr;
 	stats::Finished counted;
 	if (stats::FinishedOf(was.status, &counted))
 		stats::FinishedRemoved(queue, job_type, counted, 1);
-	/* Its queue may have been forgotten as keyed since it finished. */
-	if (keyed)
-		flow_control::NoteKeyed(CStringGetTextDatum(queue));
 	if (!blocked)
 		wake::NoteReady(queue, job_type, key);
 	return true;

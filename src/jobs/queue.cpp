@@ -42,9 +42,13 @@ namespace stmts {
 
 spi::Statement kFifoBusy{"fifo busy", "SELECT 1 FROM pqrun.job_live WHERE fifo_key = $1 LIMIT 1", 1, {TEXTOID}};
 
+/* The queue of a job with a concurrency key, which its enqueue marked
+ * keyed (flow_control::NoteKeyed). */
+#define KEYED_QUEUE "CASE WHEN concurrency_key IS NOT NULL THEN queue END"
 spi::Statement kJobState{"job state",
-                         "SELECT status::text, lease_token, fifo_key FROM pqrun.job_live WHERE id = $1"
-                         " UNION ALL SELECT status::text, lease_token, fifo_key FROM pqrun.job_done WHERE id = $1",
+                         "SELECT status::text, lease_token, fifo_key, " KEYED_QUEUE " FROM pqrun.job_live WHERE id = $1"
+                         " UNION ALL SELECT status::text, lease_token, fifo_key, " KEYED_QUEUE
+                         " FROM pqrun.job_done WHERE id = $1",
                          1,
                          {INT8OID}};
 
@@ -126,7 +130,7 @@ StateOf(int64 job_id)
 	Datum values[1] = {Int64GetDatum(job_id)};
 	if (Exec(stmts::kJobState, values, nullptr, SPI_OK_SELECT) == 0)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND), errmsg("job %lld does not exist", (long long)job_id)));
-	JobState state{ParseStatus(ColText(0, 1)), false, {}, ColText(0, 3)};
+	JobState state{ParseStatus(ColText(0, 1)), false, {}, ColText(0, 3), ColText(0, 4)};
 	Datum lease = Col(0, 2, &state.has_lease);
 	state.has_lease = !state.has_lease;
 	if (state.has_lease)

@@ -37,6 +37,9 @@ struct EnqueueArgs {
 	bool isnull[kEnqueueArgCount];
 };
 
+/* The queue of a job enqueued without one. */
+constexpr const char *kDefaultQueue = "default";
+
 /* SetEnqueueDefaults fills args with the SQL defaults of pqrun.enqueue
  * (job_type NULL); jsonb/text values are allocated in the current context. */
 void SetEnqueueDefaults(EnqueueArgs *args);

@@ -22,11 +22,12 @@ struct JobState {
 	JobStatus status;
 	bool has_lease;
 	pg_uuid_t lease_token;
-	char *fifo_key; /* nullptr: none */
+	char *fifo_key;    /* nullptr: none */
+	char *keyed_queue; /* its queue when it has a concurrency key, else nullptr */
 };
 
-/* StateOf answers job `job_id`'s status, lease token and FIFO group,
- * raising P0002 for an unknown id. */
+/* StateOf answers job `job_id`'s status, lease token, FIFO group and
+ * keyed queue, raising P0002 for an unknown id. */
 JobState StateOf(int64 job_id);
 
 /* RaiseNotRunning explains why a mark/heartbeat matched no running job:
