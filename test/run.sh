@@ -200,35 +200,62 @@ shell_verdict() {
 		tail -n 40 "$3"
 	fi
 }
-# A test that mostly waits for the clock on clusters of its own (pg_cron's
-# minute, the workers' rounds), or that measures memory and buffers but not
-# time in a database of its own without changing the server's settings,
-# says so with a line "# test/run.sh: beside the others", and runs beside
-# them; its verdict comes last.
-beside=()
-for t in test/shell/*.sh; do
-	grep -qx '# test/run.sh: beside the others' "$t" || continue
-	(
-		start=$SECONDS
-		PQRUN_WORK=$work bash "$t" >"$work/$(basename "$t").log" 2>&1
-		status=$?
-		echo $((SECONDS - start)) >"$work/$(basename "$t").seconds"
-		exit $status
-	) &
-	beside+=("$t:$!")
-done
+# How each test shares the server, by a line of its own:
+#  - "# test/run.sh: alone": it changes the server's settings (ALTER
+#    SYSTEM, which every database's worker reads), installs the library,
+#    counts what the whole server does (MultiXacts), or bounds wake-ups and
+#    waits in fractions of a second. It runs after every other test has
+#    ended, with nothing beside it.
+#  - "# test/run.sh: beside the others": it mostly waits for the clock
+#    (pg_cron's minute, the workers' rounds, a worker's jobs) or measures
+#    memory and buffers but not time, in a database or cluster of its own.
+#    Three lanes run these one after another, each taking the next one not
+#    yet taken, while the tests without a line run one at a time.
+# The verdicts of the lanes come after those of the tests without a line,
+# the alone tests' last.
+shell_kind() {
+	sed -n 's/^# test\/run.sh: \(alone\|beside the others\)$/\1/p' "$1" | head -n 1
+}
+beside=() alone=() plain=()
 for t in test/shell/*.sh; do
 	[ -e "$t" ] || continue
-	grep -qx '# test/run.sh: beside the others' "$t" && continue
-	start=$SECONDS
-	PQRUN_WORK=$work bash "$t" >"$work/shell.log" 2>&1
-	shell_verdict "$t" $? "$work/shell.log" $((SECONDS - start))
+	case "$(shell_kind "$t")" in
+	alone) alone+=("$t") ;;
+	"beside the others") beside+=("$t") ;;
+	*) plain+=("$t") ;;
+	esac
 done
-for entry in "${beside[@]}"; do
-	t=${entry%:*}
-	wait "${entry##*:}"
-	shell_verdict "$t" $? "$work/$(basename "$t").log" "$(cat "$work/$(basename "$t").seconds")"
+# shell_lane: runs the beside tests no other lane has taken yet.
+shell_lane() {
+	local t name start
+	for t in "${beside[@]}"; do
+		name=$(basename "$t")
+		mkdir "$work/taken.$name" 2>/dev/null || continue
+		start=$SECONDS
+		PQRUN_WORK=$work bash "$t" >"$work/$name.log" 2>&1
+		echo $? >"$work/$name.status"
+		echo $((SECONDS - start)) >"$work/$name.seconds"
+	done
+}
+lanes=()
+for _ in 1 2 3; do
+	shell_lane &
+	lanes+=($!)
 done
+# shell_run TEST: runs it now and counts its verdict.
+shell_run() {
+	local start=$SECONDS
+	PQRUN_WORK=$work bash "$1" >"$work/shell.log" 2>&1
+	shell_verdict "$1" $? "$work/shell.log" $((SECONDS - start))
+}
+for t in "${plain[@]}"; do shell_run "$t"; done
+wait "${lanes[@]}"
+for t in "${beside[@]}"; do
+	name=$(basename "$t")
+	shell_verdict "$t" "$(cat "$work/$name.status" 2>/dev/null || echo 1)" "$work/$name.log" \
+		"$(cat "$work/$name.seconds" 2>/dev/null)"
+done
+for t in "${alone[@]}"; do shell_run "$t"; done
 
 if [ "${PQRUN_PACKAGES:-}" = 1 ]; then
 	echo "== packages, clients and dashboard"

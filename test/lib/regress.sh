@@ -18,26 +18,27 @@ copy_inputs() {
 	return 0
 }
 
-# run_pg_regress REPO WORK DBNAME: REPO's REGRESS tests (sql/, expected/),
-# results in WORK/regress; prints pg_regress's report, exits with its status.
+# run_pg_regress REPO WORK DBNAME [TESTS]: REPO's REGRESS tests (sql/,
+# expected/), or those of TESTS, results in WORK/regress; prints
+# pg_regress's report, exits with its status.
 run_pg_regress() {
-	local repo=$1 work=$2 db=$3 pgxs
+	local repo=$1 work=$2 db=$3 tests=${4:-$(sed -n 's/^REGRESS *= *//p' "$1/Makefile")} pgxs
 	pgxs=$(dirname "$(pg_config --pgxs)")/../..
 	copy_inputs "$repo" "$work/regress-input" sql expected
 	mkdir -p "$work/regress" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/regress"; }
 	(cd "$work" && as_pg "$pgxs/src/test/regress/pg_regress" --inputdir="$work/regress-input" --outputdir="$work/regress" \
-		--bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname="$db" \
-		$(sed -n 's/^REGRESS *= *//p' "$repo/Makefile") 2>&1)
+		--bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname="$db" $tests 2>&1)
 }
 
-# run_isolation REPO WORK DBNAME: REPO's ISOLATION specs (test/isolation),
-# results in WORK/isolation; prints the report, exits with its status.
+# run_isolation REPO WORK DBNAME [SPECS]: REPO's ISOLATION specs
+# (test/isolation), or those of SPECS, results in WORK/isolation; prints the
+# report, exits with its status.
 run_isolation() {
-	local repo=$1 work=$2 db=$3 pgxs
+	local repo=$1 work=$2 db=$3 specs=${4:-$(sed -n 's/^ISOLATION *= *//p' "$1/Makefile")} pgxs
 	pgxs=$(dirname "$(pg_config --pgxs)")/../..
 	copy_inputs "$repo/test/isolation" "$work/isolation-input" specs expected
 	mkdir -p "$work/isolation" && { [ "$(id -u)" = 0 ] && chown postgres: "$work/isolation"; }
 	(cd "$work" && as_pg "$pgxs/src/test/isolation/pg_isolation_regress" --inputdir="$work/isolation-input" \
 		--outputdir="$work/isolation" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" --user=postgres \
-		--dbname="$db" $(sed -n 's/^ISOLATION *= *//p' "$repo/Makefile") 2>&1)
+		--dbname="$db" $specs 2>&1)
 }

@@ -15,6 +15,8 @@
 #
 # Runs against the already running test server (test/run.sh exports PGHOST,
 # PGPORT, PGUSER) in databases of its own.
+# Turns the server's maintenance workers off (ALTER SYSTEM) meanwhile:
+# test/run.sh: alone
 set -uo pipefail
 
 export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}

@@ -18,6 +18,8 @@
 #   - the other 2 (wait 3 s) return after their wait, having renewed their
 #     lease and stored their progress; the 4 whose cancel rolled back too.
 # Afterwards no session is left in a transaction. Needs psycopg 3.
+# Bounds wake-ups at 0.5 s:
+# test/run.sh: alone
 set -uo pipefail
 : "${PGHOST:?PGHOST must point at the test server}" "${PGPORT:?}" "${PGUSER:?}"
 source "$(dirname "$0")/../lib/python.sh"

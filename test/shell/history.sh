@@ -48,6 +48,8 @@
 # PGPORT, PGUSER) in a database of its own; part 3 changes the server's
 # pqrun.retention, pqrun.failed_retention and pqrun.history_interval and
 # resets them on exit.
+# Changes the server's settings (ALTER SYSTEM) meanwhile:
+# test/run.sh: alone
 set -uo pipefail
 
 export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}

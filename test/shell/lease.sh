@@ -21,6 +21,8 @@
 #      heartbeat moves the hold to the heartbeating session;
 #   4. pqrun.orphan_rescue = off leaves a session-held job of an ended
 #      session RUNNING.
+# Turns the server's orphan rescue off (ALTER SYSTEM) meanwhile:
+# test/run.sh: alone
 set -uo pipefail
 : "${PGHOST:?PGHOST must point at the test server}" "${PGPORT:?}" "${PGUSER:?}"
 

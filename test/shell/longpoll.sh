@@ -16,6 +16,8 @@
 # (400 ms) for a loaded 2-core machine. Each producer commits about 0.3 s
 # after its waiters started to sleep, so a wake-up replaced by polling every
 # second would show a latency near 0.7 s and fail.
+# Times wake-ups in fractions of a second:
+# test/run.sh: alone
 set -eEuo pipefail
 trap 'echo "FAIL: line $LINENO: $BASH_COMMAND exited with $?"' ERR
 repo=$(cd "$(dirname "$0")/../.." && pwd)

@@ -19,6 +19,8 @@
 # pickup and finished in the same transaction still makes one (the claim's
 # row keeps the lock of the subtransaction that wrote it, which the finish
 # of its parent joins): at most one per job.
+# Counts the server's MultiXacts, whoever makes them:
+# test/run.sh: alone
 set -uo pipefail
 : "${PGHOST:?PGHOST must point at the test server}" "${PGPORT:?}" "${PGUSER:?}"
 

@@ -14,12 +14,15 @@
 #
 # Copies this checkout (working tree and .git, built objects included, so
 # nothing is compiled again) into a mode-700 directory owned by root, runs
-# that copy's pg_regress and isolation suites against the cluster in
-# PGHOST/PGPORT, then its quickstart twice on a throwaway cluster of its own
-# with a one-second backoff, waiting for the first run's retry to fall due.
+# a test of each of that copy's suites (pg_regress, isolation) against the
+# cluster in PGHOST/PGPORT, then its quickstart twice on a throwaway cluster
+# of its own with a one-second backoff, waiting for the first run's retry to
+# fall due.
 # The second run's dashboard (web/) answers 401 without credentials and 200
 # with the password the quickstart printed.
 # As root only (the case it proves); about 40 s.
+# Installs the library again (the quickstart's make install):
+# test/run.sh: alone
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${PGHOST:?PGHOST must point at a running cluster that preloads pqrun}"
@@ -57,9 +60,11 @@ echo "-- pg_regress and isolation from $checkout"
 	work=$(mktemp -d /tmp/pqrun-newcomer-work.XXXXXX)
 	trap 'rm -rf "$work"' EXIT
 	chmod 755 "$work"
-	run_pg_regress "$checkout" "$work" pqrun_newcomer_regress >"$work/regress.log" ||
+	# A test of each suite: the whole suites ran from the test's own
+	# checkout before.
+	run_pg_regress "$checkout" "$work" pqrun_newcomer_regress "setup enqueue" >"$work/regress.log" ||
 		{ cat "$work/regress.log"; head -n 60 "$work"/regress/regression.diffs; exit 1; }
-	run_isolation "$checkout" "$work" pqrun_newcomer_isolation >"$work/isolation.log" ||
+	run_isolation "$checkout" "$work" pqrun_newcomer_isolation pickup_race >"$work/isolation.log" ||
 		{ cat "$work/isolation.log"; head -n 60 "$work"/isolation/regression.diffs; exit 1; }
 	grep -cE '\.\.\. ok|^ok [0-9]' "$work/regress.log" "$work/isolation.log" # up to 15, from 16
 ) || fail "the suites failed from a checkout under $home"

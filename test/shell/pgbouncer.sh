@@ -38,6 +38,8 @@
 # pqrun_jobs gets notified (in transaction pooling it does not work).
 #
 # Exits non-zero on any violation. Bounded: about 35 s, every wait has a limit.
+# Bounds a wake-up at 400 ms:
+# test/run.sh: alone
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)

@@ -26,6 +26,8 @@
 # mark_done_and_pickup of the job before them.
 #
 # Needs psycopg 3 (Debian: python3-psycopg). Takes about 45 s, at most ~80 s.
+# Mostly waits for its worker's jobs and the server's rounds:
+# test/run.sh: beside the others
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${PGHOST:?PGHOST must point at the test cluster}" "${PGPORT:?}" "${PGUSER:?}"

@@ -32,6 +32,8 @@
 #      the new version added or replaced (mark_done_batch, heartbeat with
 #      progress, snooze, release, enqueue with a key and a weight).
 # The jobs come from test/lib/jobs_in_every_state.sql.
+# Mostly waits for the workers' rounds, in databases of its own:
+# test/run.sh: beside the others
 set -uo pipefail
 
 export PGHOST=${PGHOST:?PGHOST must point at the running test server} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
