@@ -171,7 +171,7 @@ echo "== cancel, progress and snooze, with heartbeats that wait 900 s in the ser
 # progress report reaches the server in time only because a cancel ends a
 # waiting heartbeat at once and a report cuts its wait short.
 endless=$(enqueue "'slow', '{\"seconds\": 600}', timeout_seconds => 3600")
-counted=$(enqueue "'count', '{\"to\": 3, \"step_ms\": 1500}', timeout_seconds => 3600")
+counted=$(enqueue "'count', '{\"to\": 3, \"step_ms\": 3000}', timeout_seconds => 3600")
 wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($endless, $counted) AND status = 'RUNNING'" ||
 	die "jobs $endless and $counted did not start"
 sleep 1.5 # the first heartbeat starts a second into the job
@@ -190,8 +190,10 @@ assert "a cancel reaches the running handler within 2 s" [ "${stopped:-5000}" -l
 assert "the worker logged the cancel" grep -q "cancelled while running job=$endless " "$tmp/worker.log"
 check "the cancelled job: CANCELLED, no result" 'CANCELLED|1|true' \
 	"SELECT status || '|' || attempts || '|' || (result IS NULL) FROM pqrun.jobs WHERE id = $endless"
-# A report every 1.5 s: each one cuts a waiting heartbeat short.
-wait_for 5 'RUNNING|true|3' "SELECT status || '|' || (progress->>'count' IN ('1', '2')) || '|' || (progress->>'to') FROM pqrun.jobs WHERE id = $counted"
+# A report every 3 s: each one cuts a waiting heartbeat short. Seen while
+# the job runs (3 to 9 s after it starts; with reports every 1.5 s, a
+# loaded run's cancel above could take until the job had ended).
+wait_for 10 'RUNNING|true|3' "SELECT status || '|' || (progress->>'count' IN ('1', '2')) || '|' || (progress->>'to') FROM pqrun.jobs WHERE id = $counted"
 assert "progress is stored while the job runs" [ $? = 0 ]
 after=$(enqueue "'greet', '{\"name\": \"after the cancel\"}'")
 napped=$(enqueue "'nap', '{\"seconds\": 1}'")
