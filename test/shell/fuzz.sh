@@ -436,16 +436,15 @@ END $$;
  * or a hang still shows which case was running):
  *   C|n                          case n starts
  *   V|n|kind|state|message|call  a violation
- *   S|...                        summary */
+ *   D|                           the run got through every case */
 CREATE FUNCTION fuzz.run(after int) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	c record; s text; stage text; st text; msg text; fp0 text; fp1 text; allowed text[];
-	holds boolean; kind text; calls int := 0; failed_calls int := 0; nviol int := 0;
+	holds boolean; kind text;
 BEGIN
 	fp0 := fuzz.fp();
 	FOR c IN SELECT * FROM fuzz.cases WHERE n > after ORDER BY n LOOP
 		RAISE NOTICE 'C|%', c.n;
-		calls := calls + 1;
 		stage := 'call';
 		st := NULL;
 		msg := NULL;
@@ -481,7 +480,6 @@ BEGIN
 				kind := 'succeeded, expected ' || c.expect;
 			END IF;
 		ELSE
-			failed_calls := failed_calls + 1;
 			IF st LIKE 'XX%' THEN
 				kind := 'internal error';
 			ELSIF c.expect = 'ok' THEN
@@ -497,18 +495,16 @@ BEGIN
 			END IF;
 		END IF;
 		IF kind IS NOT NULL THEN
-			nviol := nviol + 1;
 			RAISE NOTICE 'V|%|%|%|%|%', c.n, kind, st, msg, left(array_to_string(c.stmts, '; '), 400);
 		END IF;
 		fp1 := fuzz.fp();
 		IF fp1 IS DISTINCT FROM fp0 THEN
-			nviol := nviol + 1;
 			RAISE NOTICE 'V|%|%|%|%|%', c.n, 'pqrun''s data differ after the call was rolled back', st, msg,
 				left(array_to_string(c.stmts, '; '), 400);
 			fp0 := fp1;
 		END IF;
 	END LOOP;
-	RAISE NOTICE 'S|% calls, % failed as they should or should not, % violations', calls, failed_calls, nviol;
+	RAISE NOTICE 'D|';
 END $$;
 SQL
 
@@ -990,7 +986,8 @@ t_a=$SECONDS
 after=0
 crashes=()
 : >"$tmp/a.all"
-for round in 1 2 3 4; do
+round=0
+while :; do
 	new_database
 	rc=0
 	phase_a "$after" || rc=$?
@@ -1003,22 +1000,31 @@ for round in 1 2 3 4; do
 	if [ -z "$last" ]; then
 		bad "phase A did not run: $why"
 		break
-	elif grep -q "NOTICE:  S|" "$tmp/a.err"; then
+	elif grep -q "NOTICE:  D|" "$tmp/a.err"; then
 		bad "phase A ran, but reading queue_stats after it failed: $why"
 		break
+	fi
+	# The run is one statement under a 60 s statement_timeout: a case that
+	# waits that long hangs, but on a loaded machine the whole run can take
+	# longer. A timeout in a case that was not the first of its run goes
+	# on from that case in a fresh run; one in the first case blames it.
+	if [ "$last" -gt $((after + 1)) ] && grep -q "canceling statement due to statement timeout" "$tmp/a.err"; then
+		after=$((last - 1))
+		continue
 	fi
 	crashes+=("$last")
 	wait_for_server || { bad "the server did not come back after case $last"; break; }
 	call=$(psql -X -qtA -d "$db" -c "SELECT array_to_string(stmts, '; ') FROM fuzz.cases WHERE n = $last" 2>/dev/null | tr '\n' ' ' | cut -c1-400)
 	echo "V|$last|the run broke off in this case (crash, hang or lost connection)|-|$why|$call" >>"$tmp/a.all"
 	after=$last
-	[ $round = 4 ] && bad "phase A broke off more than 3 times; stopped"
+	round=$((round + 1))
+	[ $round = 4 ] && { bad "phase A broke off more than 3 times; stopped"; break; }
 done
 echo "   (phase A took $((SECONDS - t_a)) s)"
 
 # the case texts, to print with their violations
 psql -X -qtA -d "$db" -F '|' -c "SELECT n, fn, left(array_to_string(stmts, '; '), 300) FROM fuzz.cases ORDER BY n" >"$tmp/cases.txt" 2>/dev/null || true
-ncases=$(wc -l <"$tmp/cases.txt")
+ncases=$(psql -X -qtA -d "$db" -c "SELECT count(*) FROM fuzz.cases")
 nfns=$(psql -X -qtA -d "$db" -c "SELECT count(DISTINCT fn) FROM fuzz.cases WHERE fn IN (SELECT proname FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace)")
 nall=$(psql -X -qtA -d "$db" -c "SELECT count(DISTINCT proname) FROM pg_proc WHERE pronamespace = 'pqrun'::regnamespace AND proname !~ '^_'")
 dropped=$(psql -X -qtA -d "$db" -c "SELECT count(*) || ' (' || coalesce(string_agg(typ || ' ' || left(expr, 30) || ': ' || cast_state, '; '), '') || ')' FROM fuzz.vals WHERE cast_state IS NOT NULL")
@@ -1060,8 +1066,7 @@ report_class "no error message calls a non-negative interval negative" "^message
 report_class "every successful call left pqrun's tables and views readable" "^succeeded, then"
 report_class "every successful call met its post-condition" "^succeeded, but its post-condition"
 report_class "every failed or rolled-back call left pqrun's data unchanged" "^pqrun's data differ"
-summary=$(sed -n 's/^S|//p' "$tmp/a.all" | tail -n 1)
-[ -n "$summary" ] && echo "   phase A: $summary"
+echo "   phase A: $(awk -F'|' '$1 == "C" { c[$2] } $1 == "V" { v++ } END { printf "%d calls, %d violations", length(c), v }' "$tmp/a.all")"
 if [ ${#crashes[@]} = 0 ]; then
 	if grep -q "^stats|0$" "$tmp/a.out"; then
 		ok "queue_stats reads the same before and after phase A (rolled-back calls leave no trace)"
