@@ -104,6 +104,10 @@ trap cleanup EXIT
 
 cluster_init "$work" "$port" test/pqrun.conf && cluster_start "$work" || { echo "0 passed, 1 failed"; exit 1; }
 export PGHOST=$work PGPORT=$port PGUSER=postgres
+# The tests start psql, createdb and pg_dump thousands of times: the
+# server's own binaries, not Debian's wrapper of them (a Perl script that
+# costs a call about 35 ms of CPU to choose the version).
+export PATH=$PG_BINDIR:$PATH
 
 # count_pg_regress SUITE LOGFILE STATUS NAMES: add pg_regress's per-test
 # verdicts to the tally ("test name ... ok" up to PostgreSQL 15, TAP's "ok 1 -
