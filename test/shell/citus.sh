@@ -494,41 +494,55 @@ got=$(q 0 -c "SELECT count(*) FROM pqrun.job_done WHERE queue IN ('${queues[2]}'
 q "$i" -c "ALTER SYSTEM RESET pqrun.retention" -c "SELECT pg_reload_conf()" >/dev/null
 
 echo "-- worker2 stopped and started again while clients run on both workers"
-rm -f "$top"/claims.* "$top/client_errors" "$top/produced"
-# produce QUEUE: enqueues through the coordinator for 6 s; a failed
-# enqueue (its node is down) is not counted.
+rm -f "$top"/claims.* "$top"/produce_errors.* "$top/client_errors" "$top/produced" "$top/produced_enough"
+# produce QUEUE: enqueues through the coordinator until told to stop (at
+# most 60 s); a failed enqueue (its node is down) is not counted.
 produce() {
-	local end=$((SECONDS + 6)) id
-	while [ $SECONDS -lt $end ]; do
-		id=$(q 0 -c "SELECT pqrun.enqueue('s', queue => '$1')" 2>/dev/null) && echo "$id" >>"$top/produced"
+	local end=$((SECONDS + 60)) id
+	while [ $SECONDS -lt $end ] && [ ! -e "$top/produced_enough" ]; do
+		id=$(q 0 -c "SELECT pqrun.enqueue('s', queue => '$1')" 2>>"$top/produce_errors.$1") && echo "$id" >>"$top/produced"
 	done
 }
-# consume CLIENT QUEUE NODE: claims and finishes for 8 s, then until the
-# queue is empty; errors while the node is down are retried.
+# consume CLIENT QUEUE NODE: claims and finishes until the producers stop
+# and the queue is empty; errors while the node is down are retried (for
+# at most 60 s).
 consume() {
-	local c=$1 qn=$2 i=$3 end=$((SECONDS + 8)) out
+	local c=$1 qn=$2 i=$3 end=$((SECONDS + 60)) out
 	while :; do
 		if out=$(q "$i" -c "SELECT p.id || ':' || p.attempts || ':' || (pqrun.mark_done(p.id, NULL, p.lease_token) IS NULL)
 			FROM pqrun.pickup('s$c', queues => '{$qn}', batch_size => 2, wait => '200 ms') p" 2>/dev/null); then
 			[ -n "$out" ] && echo "$out" >>"$top/claims.$c"
-			[ -z "$out" ] && [ $SECONDS -ge $end ] && break
+			[ -z "$out" ] && [ -e "$top/produced_enough" ] && break
 		else
 			sleep 0.2
-			[ $SECONDS -ge $((end + 30)) ] && { echo "client $c: node $i not back" >>"$top/client_errors"; break; }
+			[ $SECONDS -ge $end ] && { echo "client $c: node $i not back" >>"$top/client_errors"; break; }
 		fi
 	done
+}
+# worker1_claims: how many jobs the clients of worker1's queues claimed.
+worker1_claims() {
+	local c
+	for c in 0 1 2 3; do
+		if [ "${qnode[$c]}" = 1 ] && [ -e "$top/claims.$c" ]; then cat "$top/claims.$c"; fi
+	done | wc -l
 }
 for j in 0 1 2 3; do produce "${queues[$j]}" & done
 for c in 0 1 2 3; do consume $c "${queues[$c]}" "${qnode[$c]}" & done
 sleep 2
 cluster_stop "$top/worker2" immediate
-sleep 2
-# The queues of worker1 went on meanwhile.
-before=$(cat "$top"/claims.* 2>/dev/null | wc -l)
 sleep 1
-after=$(cat "$top"/claims.* 2>/dev/null | wc -l)
-[ "$after" -gt "$before" ] || fail "worker1's queues stopped while worker2 was down ($before, $after claims)"
+# The queues of worker1 go on meanwhile (the producers run until told).
+before=$(worker1_claims) deadline=$((SECONDS + 10))
+while [ "$(worker1_claims)" -le "$before" ] && [ $SECONDS -le $deadline ]; do sleep 0.2; done
+after=$(worker1_claims)
+[ "$after" -gt "$before" ] ||
+	fail "worker1's queues stopped while worker2 was down ($before, $after claims in 10 s); enqueues into them: $(
+		for c in 0 1 2 3; do
+			if [ "${qnode[$c]}" = 1 ]; then grep -h ERROR "$top/produce_errors.${queues[$c]}" || true; fi
+		done 2>/dev/null | sort | uniq -c | head -3)"
 cluster_start "$top/worker2"
+sleep 2
+touch "$top/produced_enough"
 wait
 [ ! -s "$top/client_errors" ] || fail "clients failed: $(head -5 "$top/client_errors")"
 # A job claimed when worker2 stopped is rescued (its holder is gone) and
