@@ -519,13 +519,15 @@ consume() {
 		fi
 	done
 }
-# worker1_claims: how many jobs the clients of worker1's queues claimed.
-worker1_claims() {
-	local c
-	for c in 0 1 2 3; do
-		if [ "${qnode[$c]}" = 1 ] && [ -e "$top/claims.$c" ]; then cat "$top/claims.$c"; fi
-	done | wc -l
-}
+# The claims and enqueue errors of worker1's queues' clients.
+worker1_files=() worker1_errors=()
+for c in 0 1 2 3; do
+	if [ "${qnode[$c]}" = 1 ]; then
+		worker1_files+=("$top/claims.$c")
+		worker1_errors+=("$top/produce_errors.${queues[$c]}")
+	fi
+done
+worker1_claims() { { cat "${worker1_files[@]}" 2>/dev/null || true; } | wc -l; }
 for j in 0 1 2 3; do produce "${queues[$j]}" & done
 for c in 0 1 2 3; do consume $c "${queues[$c]}" "${qnode[$c]}" & done
 sleep 2
@@ -537,9 +539,7 @@ while [ "$(worker1_claims)" -le "$before" ] && [ $SECONDS -le $deadline ]; do sl
 after=$(worker1_claims)
 [ "$after" -gt "$before" ] ||
 	fail "worker1's queues stopped while worker2 was down ($before, $after claims in 10 s); enqueues into them: $(
-		for c in 0 1 2 3; do
-			if [ "${qnode[$c]}" = 1 ]; then grep -h ERROR "$top/produce_errors.${queues[$c]}" || true; fi
-		done 2>/dev/null | sort | uniq -c | head -3)"
+		grep -h ERROR "${worker1_errors[@]}" 2>/dev/null | sort | uniq -c | head -3)"
 cluster_start "$top/worker2"
 sleep 2
 touch "$top/produced_enough"

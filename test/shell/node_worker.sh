@@ -191,8 +191,8 @@ assert "the worker logged the cancel" grep -q "cancelled while running job=$endl
 check "the cancelled job: CANCELLED, no result" 'CANCELLED|1|true' \
 	"SELECT status || '|' || attempts || '|' || (result IS NULL) FROM pqrun.jobs WHERE id = $endless"
 # A report every 3 s: each one cuts a waiting heartbeat short. Seen while
-# the job runs (3 to 9 s after it starts; with reports every 1.5 s, a
-# loaded run's cancel above could take until the job had ended).
+# the job runs, 3 to 9 s after it starts: long enough for the cancel above
+# to end first on a loaded machine.
 wait_for 10 'RUNNING|true|3' "SELECT status || '|' || (progress->>'count' IN ('1', '2')) || '|' || (progress->>'to') FROM pqrun.jobs WHERE id = $counted"
 assert "progress is stored while the job runs" [ $? = 0 ]
 after=$(enqueue "'greet', '{\"name\": \"after the cancel\"}'")

@@ -244,8 +244,8 @@ check "the cancelled job is CANCELLED, no outcome recorded" \
 grep -q "job $cancelled (slow) cancelled while running" "$work/features.log" && echo "ok: the worker logged the cancel" ||
 	fail "the worker did not log the cancel of job $cancelled"
 # A report every 3 s: each one cuts a waiting heartbeat short. Seen while
-# the job runs (3 to 9 s after it starts; with reports every 1.5 s, a
-# loaded run's cancel above took until the job had ended).
+# the job runs, 3 to 9 s after it starts: long enough for the cancel above
+# to end first on a loaded machine.
 wait_for "SELECT status || ' ' || (progress->>'count' IN ('1', '2')) || ' ' || (progress->>'to') FROM pqrun.jobs WHERE id = $(job progress)" \
 	"RUNNING true 3" 10 && echo "ok: progress is stored while the job runs" || fail "no progress stored while the job ran"
 q "SELECT pqrun.enqueue('greet', '{\"label\": \"after-cancel\"}', queue => 'features'),
