@@ -406,8 +406,10 @@ q "SELECT pqrun.enqueue('slow', '{\"busy\": 1, \"seconds\": 10}', queue => 'burs
           pqrun.enqueue('slow', '{\"busy\": 2, \"seconds\": 10}', queue => 'burst')" >/dev/null
 wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" 2 5 || fail "the two busy jobs did not start"
 check "the two running jobs are held by the poller's session" "$(held_by pickup)" 2
-sleep 1.5 # their heartbeats begin, on connections of their own
-check "two slots busy: 7 connections (2 of them for heartbeats), one waiting pickup" "$waiting" "7 1"
+# Their heartbeats begin, on connections of their own, and the poller waits
+# again (a single sample may fall between two of its pickups).
+wait_for "$waiting" "7 1" 5 && echo "ok: two slots busy: 7 connections (2 of them for heartbeats), one waiting pickup" ||
+	fail "two slots busy: not 7 connections (2 of them for heartbeats) with one waiting pickup"
 check "the two busy jobs still run" "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'busy' AND status = 'RUNNING'" 2
 q "SELECT count(pqrun.enqueue('greet', jsonb_build_object('two_free', n), queue => 'burst')) FROM generate_series(1, 6) n" >/dev/null
 wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" 6 5 ||

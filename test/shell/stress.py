@@ -357,14 +357,20 @@ class Producer(Client):
     def produce(self, k, mode):
         jobs = [self.job() for _ in range(k)]
         if mode == "single":
-            # Separate enqueue calls into several FIFO groups in one
-            # transaction take the groups' locks in call order, as row
-            # locks: two such transactions may deadlock (docs/api.md,
-            # under fifo_key). One call never does, so these use one group.
+            # Separate enqueue calls in one transaction take their locks in
+            # call order, as row locks: FIFO groups' locks and the keyed
+            # mark of a queue not yet keyed (docs/api.md, under fifo_key and
+            # concurrency_key); two such transactions may deadlock. One call
+            # takes its marks first and its groups in one order, so these
+            # use one group and enqueue keyed jobs first. (Without the
+            # second rule a CI run had 40P01: one transaction held kq's new
+            # mark and waited for group f1's lock, which another held while
+            # it waited to insert kq's mark.)
             keys = [j["fifo_key"] for j in jobs if j["fifo_key"]]
             for j in jobs:
                 if j["fifo_key"]:
                     j["fifo_key"] = keys[0]
+            jobs.sort(key=lambda j: j["concurrency_key"] is None)
         rollback = mode != "autobatch" and self.rnd.random() < 0.2
         ids, phase = [], "begin"
         try:

@@ -147,7 +147,9 @@ cluster_start "$dir"
 q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
 wait_for postgres "$(workers_in app1)" 1 10
 wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'survivor' AND status = 'READY'" 500 2
-wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'" 1 5
+# The worker's first rounds after crash recovery may be slow on a loaded
+# machine (a CI run on 18 waited 5 s in vain); what counts is once, not when.
+wait_for app1 "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'" 1 30
 sleep 1.5
 [ "$(q -d app1 -c "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'hourly'")" = 1 ] || fail "missed slots fired more than once"
 [ "$(q -d app1 -c "SELECT next_run > now() FROM pqrun.periodic WHERE name = 'hourly'")" = t ] || fail "next_run is not in the future"
