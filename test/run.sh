@@ -197,9 +197,14 @@ shell_verdict() {
 		why=$(grep -m 1 -E '^(FAIL|not ok|die:)' "$3" | cut -c 1-160)
 		fail "shell: $1${why:+ ($why)}"
 		echo "shell $1 ... FAILED"
-		# What failed with the indented lines that explain it, then how the
-		# log ends (a worker's own log lines can fill the end of it).
-		awk '/^(FAIL|not ok|die:)/ { show = 1; print; next } show && /^[ \t]/ { print; next } { show = 0 }' "$3" |
+		# What failed with the indented lines that explain it (up to 5 just
+		# before it, as a wait that timed out prints its last answer, and
+		# those after it), then how the log ends (a worker's own log lines
+		# can fill the end of it).
+		awk '/^(FAIL|not ok|die:)/ { for (i = (n > 5 ? n - 5 : 0); i < n; i++) print before[i]; n = 0; show = 1; print; next }
+		     show && /^[ \t]/ { print; next }
+		     /^[ \t]/ { before[n++] = $0; next }
+		     { show = 0; n = 0 }' "$3" |
 			head -n 80
 		tail -n 40 "$3"
 	fi

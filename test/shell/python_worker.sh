@@ -363,7 +363,8 @@ held_by() {
 	       WHERE j.queue = 'burst' AND j.status = 'RUNNING' AND a.application_name = 'pqrun-burst'
 	         AND a.query LIKE '%pqrun.$1(%'"
 }
-wait_for "$waiting" "5 1" 10 && echo "ok: idle with 4 slots: 5 connections, one of them waits in a pickup" ||
+# Up to 30 s for its start (see node_worker.sh).
+wait_for "$waiting" "5 1" 30 && echo "ok: idle with 4 slots: 5 connections, one of them waits in a pickup" ||
 	fail "the idle burst worker does not have exactly one waiting pickup among its 5 connections"
 sleep 2.2
 # Between two pickups (every 2 s) a sample may see none, never two.
