@@ -280,6 +280,8 @@ if [ "$failed" != 0 ]; then
 	echo
 	echo "== server log: crashes and errors"
 	grep -E "PANIC|TRAP|terminated by signal|server process .* was terminated" "$work/server.log" | tail -n 20
+	refused=$(grep -c "too many clients" "$work/server.log")
+	[ "$refused" = 0 ] || echo "$refused connections refused: too many clients"
 	# A deadlock's report names both processes, their statements and locks.
 	grep -A 6 "deadlock detected" "$work/server.log" | head -n 60
 fi

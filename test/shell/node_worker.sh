@@ -114,7 +114,8 @@ reaper_pid=$!
 
 # The fenced chain: cancel it while its handler runs; its heartbeat tells
 # the handler, and the worker drops its outcome, follow-up included.
-wait_for 10 RUNNING "SELECT status FROM pqrun.jobs WHERE id = $fenced" || die "job $fenced never ran"
+# Up to 30 s for the start (see the burst worker below).
+wait_for 30 RUNNING "SELECT status FROM pqrun.jobs WHERE id = $fenced" || die "job $fenced never ran"
 q -c "SELECT pqrun.cancel($fenced, 'cancelled while running')" >/dev/null
 
 wait_for 45 0 "SELECT count(*) FROM pqrun.jobs WHERE id IN ($greet, $flaky, $exhausted, $poison, $slow, $chain, $valid, $invalid)
@@ -264,8 +265,10 @@ for hold in session lease; do
 	victim=$!
 	q -c "SELECT pqrun.enqueue('slow', '{\"seconds\": 600}', timeout_seconds => 3600, queue => 'killed-$hold')
 	        FROM generate_series(1, 2)" >/dev/null
-	wait_for 10 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" ||
+	wait_for 30 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" || {
+		tail -n 30 "$tmp/killed-$hold.log"
 		die "the two jobs of queue killed-$hold did not start"
+	}
 	sleep 1.2 # a heartbeat or two on the heartbeat connection too
 	if [ "$hold" = session ]; then
 		check "the heartbeats moved both jobs' hold from the poller's session to the heartbeat connections" 2 \
@@ -309,9 +312,10 @@ held_by() {
 	       WHERE j.queue = 'burst' AND j.status = 'RUNNING' AND a.application_name = 'pqrun-burst'
 	         AND a.query LIKE '%pqrun.$1(%'"
 }
-# Up to 30 s for node's start and its five connections: in a full run on
-# 17 (the lanes beside it) they were not there within 10 s, and every later
-# check of this worker passed.
+# Up to 30 s for node's start and its five connections: in full runs on
+# 17 (the lanes beside it) a worker's first claims or its idle state were
+# not seen within 10 s of its start (twice, here and in the SIGKILL part
+# above), and every later check of the same worker passed.
 assert "idle with 4 slots: 5 connections, one of them waits in a pickup" wait_for 30 "5 1" "$waiting"
 sleep 2.2
 # Between two pickups (every 2 s) a sample may see none, never two.
@@ -352,14 +356,14 @@ assert "idle again, one waiting pickup" wait_for 5 "5 1" "$waiting"
 # and the poller rightly asked for 4).
 q -c "SELECT pqrun.enqueue('slow', '{\"busy\": 1, \"seconds\": 10}', queue => 'burst'),
              pqrun.enqueue('slow', '{\"busy\": 2, \"seconds\": 10}', queue => 'burst')" >/dev/null
-wait_for 5 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" || die "the two busy jobs did not start"
+wait_for 15 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" || die "the two busy jobs did not start"
 check "the two running jobs are held by the poller's session" 2 "$(held_by pickup)"
 # Their heartbeats begin, on connections of their own, and the poller waits
 # again (a single sample may fall between two of its pickups).
 assert "two slots busy: 7 connections (2 of them for heartbeats), one waiting pickup" wait_for 5 "7 1" "$waiting"
 check "the two busy jobs still run" 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'busy' AND status = 'RUNNING'"
 q -c "SELECT count(pqrun.enqueue('greet', jsonb_build_object('two_free', n), queue => 'burst')) FROM generate_series(1, 6) n" >/dev/null
-wait_for 5 6 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" ||
+wait_for 15 6 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" ||
 	die "the 6 jobs did not finish"
 # In full runs of the suite this once failed as "4 by pickups, 2 chained"
 # and once with the poller asking for 4: the two busy jobs (then 3 s) had
@@ -380,7 +384,7 @@ assert "the two busy jobs finish DONE after one attempt" wait_for 15 2 \
 # in a pickup. The worker is frozen first, to look at it.
 q -c "SELECT pqrun.enqueue('slow', jsonb_build_object('killed', n, 'seconds', 600), queue => 'burst')
         FROM generate_series(1, 2) n" >/dev/null
-wait_for 5 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed' AND status = 'RUNNING'" ||
+wait_for 15 2 "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed' AND status = 'RUNNING'" ||
 	die "the two jobs to kill did not start"
 # Frozen while its poller's session waits in a pickup, and killed at once:
 # the frozen worker's pickup still ends at its 2 s wait, and on a loaded

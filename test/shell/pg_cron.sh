@@ -123,7 +123,7 @@ qb "SELECT pqrun.enqueue('with_timeout', '{}', timeout_seconds => 1), pqrun.enqu
 psql -X -qtA -h "$dir/b" -p "$port_b" -U postgres -d crontest \
 	-c "SELECT count(*) FROM pqrun.pickup('held-worker', batch_size => 2)" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
 holder=$!
-wait_for qb "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 2 5 || fail "the held session did not pick up the jobs"
+wait_for qb "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 2 15 || fail "the held session did not pick up the jobs"
 sleep 3
 check "both jobs are still RUNNING 3 s later, past their 1 s and 2 s stale windows" qb \
 	"SELECT string_agg(job_type || '=' || status, ' ' ORDER BY id) FROM pqrun.jobs" \

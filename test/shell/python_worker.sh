@@ -166,7 +166,7 @@ check "a 20,000-character traceback is cut to its last 10,000 characters" \
 	"SELECT length(last_error) || ' ' || (last_error LIKE '...%xxx''' || chr(10)) FROM pqrun.jobs WHERE id = $(job terminal-huge)" "10000 true"
 
 echo "-- typed args: the payload is checked against the handler's dataclass"
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'welcome' AND status IN ('DONE', 'FAILED')" 2 5 ||
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE job_type = 'welcome' AND status IN ('DONE', 'FAILED')" 2 15 ||
 	fail "the welcome jobs did not end"
 check "a payload that fits: DONE, with the args the handler got" \
 	"SELECT status || ' ' || (result->>'text') FROM pqrun.jobs WHERE job_type = 'welcome' AND payload->>'user_id' = '7'" "DONE bienvenue"
@@ -224,7 +224,7 @@ features=$!
 cd - >/dev/null
 q "SELECT pqrun.enqueue('slow', '{\"label\": \"cancelled\", \"seconds\": 600}', timeout_seconds => 3600, queue => 'features'),
           pqrun.enqueue('count', '{\"label\": \"progress\", \"to\": 3, \"step\": 3}', timeout_seconds => 3600, queue => 'features')" >/dev/null
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'features' AND status = 'RUNNING'" 2 10 || fail "the two jobs did not start"
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'features' AND status = 'RUNNING'" 2 30 || fail "the two jobs did not start"
 sleep 1.5 # the first heartbeat starts a second into the job, then waits 30 s
 cancelled=$(q "SELECT $(job cancelled)")
 cancel_at=$(now_ms)
@@ -273,7 +273,7 @@ echo "-- graceful shutdown: SIGTERM finishes a short job, releases two long ones
 q "SELECT pqrun.enqueue('slow', '{\"label\": \"finishes-in-grace\", \"seconds\": 1.5}'),
           pqrun.enqueue('slow', '{\"label\": \"outlives-grace\", \"seconds\": 60}'),
           pqrun.enqueue('count', '{\"label\": \"counts-past-grace\", \"to\": 1000000, \"step\": 0.1}')" >/dev/null
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 3 5 || fail "the three jobs did not start"
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE status = 'RUNNING'" 3 15 || fail "the three jobs did not start"
 kill -TERM "$worker"
 term_at=$SECONDS
 sleep 0.5
@@ -315,7 +315,7 @@ for hold in session lease; do
 	cd - >/dev/null
 	q "SELECT pqrun.enqueue('slow', '{\"seconds\": 600}', timeout_seconds => 3600, queue => 'killed-$hold')
 	     FROM generate_series(1, 2)" >/dev/null
-	wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" 2 10 ||
+	wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'killed-$hold' AND status = 'RUNNING'" 2 30 ||
 		fail "the two jobs of queue killed-$hold did not start"
 	sleep 1.2 # a heartbeat or two on the heartbeat connections too
 	if [ "$hold" = session ]; then
@@ -405,7 +405,7 @@ wait_for "$waiting" "5 1" 5 && echo "ok: idle again, one waiting pickup" || fail
 # node_worker.sh).
 q "SELECT pqrun.enqueue('slow', '{\"busy\": 1, \"seconds\": 10}', queue => 'burst'),
           pqrun.enqueue('slow', '{\"busy\": 2, \"seconds\": 10}', queue => 'burst')" >/dev/null
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" 2 5 || fail "the two busy jobs did not start"
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND status = 'RUNNING'" 2 15 || fail "the two busy jobs did not start"
 check "the two running jobs are held by the poller's session" "$(held_by pickup)" 2
 # Their heartbeats begin, on connections of their own, and the poller waits
 # again (a single sample may fall between two of its pickups).
@@ -413,7 +413,7 @@ wait_for "$waiting" "7 1" 5 && echo "ok: two slots busy: 7 connections (2 of the
 	fail "two slots busy: not 7 connections (2 of them for heartbeats) with one waiting pickup"
 check "the two busy jobs still run" "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'busy' AND status = 'RUNNING'" 2
 q "SELECT count(pqrun.enqueue('greet', jsonb_build_object('two_free', n), queue => 'burst')) FROM generate_series(1, 6) n" >/dev/null
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" 6 5 ||
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'two_free' AND status = 'DONE'" 6 15 ||
 	fail "the 6 jobs did not finish"
 # The poller's claims are printed when its pickup of 2 is missing (see
 # node_worker.sh).
@@ -432,7 +432,7 @@ wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'b
 # in a pickup. The worker is frozen first, to look at it.
 q "SELECT pqrun.enqueue('slow', jsonb_build_object('killed', n, 'seconds', 600), timeout_seconds => 3600, queue => 'burst')
      FROM generate_series(1, 2) n" >/dev/null
-wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed' AND status = 'RUNNING'" 2 5 ||
+wait_for "SELECT count(*) FROM pqrun.jobs WHERE queue = 'burst' AND payload ? 'killed' AND status = 'RUNNING'" 2 15 ||
 	fail "the two jobs to kill did not start"
 # Frozen while its poller's session waits in a pickup, and killed at once
 # (see node_worker.sh).

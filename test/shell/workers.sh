@@ -84,7 +84,7 @@ q -d postgres -c "ALTER SYSTEM SET pqrun.orphan_rescue = off" -c "SELECT pg_relo
 sleep 0.5
 id=$(q -d app1 -c "SELECT pqrun.enqueue('stale', timeout_seconds => 1)")
 q -d app1 -c "SELECT count(*) FROM pqrun.pickup('w1')" >/dev/null
-wait_for app1 "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 5
+wait_for app1 "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 15
 wait_for app1 "SELECT outcome FROM pqrun.job_attempts WHERE job_id = $id" "stale" 2
 q -d postgres -c "ALTER SYSTEM RESET pqrun.orphan_rescue" -c "SELECT pg_reload_conf()" >/dev/null
 
@@ -94,7 +94,7 @@ id=$(q -d app1 -c "SELECT pqrun.enqueue('orphan')")
 psql -X -qtA -h "$dir" -p "$port" -U postgres -d app1 -c "SET pqrun.claim_hold = session" \
 	-c "SELECT id FROM pqrun.pickup('doomed')" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
 client=$!
-wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" RUNNING 5
+wait_for app1 "SELECT status FROM pqrun.jobs WHERE id = $id" RUNNING 15
 kill -9 $client 2>/dev/null || true
 wait_for app1 "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 10
 wait_for app1 "SELECT outcome FROM pqrun.job_attempts WHERE job_id = $id" "orphaned" 2
@@ -250,10 +250,10 @@ q -d postgres -c "CREATE DATABASE guarded" \
 # CREATE EXTENSION, has only the database's settings.
 export PGOPTIONS="-c default_transaction_read_only=off -c statement_timeout=0 -c lock_timeout=0"
 q -d guarded -c "CREATE EXTENSION pqrun"
-wait_for postgres "$(workers_in guarded)" 1 5
+wait_for postgres "$(workers_in guarded)" 1 15
 id=$(q -d guarded -c "SELECT pqrun.enqueue('guarded', timeout_seconds => 1)")
 q -d guarded -c "SELECT count(*) FROM pqrun.pickup('w4')" >/dev/null
-wait_for guarded "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 5
+wait_for guarded "SELECT status || ':' || attempts FROM pqrun.jobs WHERE id = $id" "READY:1" 15
 unset PGOPTIONS
 
 echo "-- queue_stats stays exact beyond the 4,096 (queue, job_type) pairs its counters keep"
