@@ -266,6 +266,15 @@ ReapStale(const Interval *default_stale_after, int64 *after)
 		stale = CopyIds(Exec(stmts::kStale, values, nullptr, SPI_OK_SELECT), true);
 	} else {
 		uint64 n = Exec(stmts::kStaleWindow, values, nullptr, SPI_OK_SELECT);
+		/* Past the last RUNNING job: from the first at once, so that a
+		 * call looks at jobs whenever some run. The cursor is shared with
+		 * the rounds, whose stale window need not be this call's: a
+		 * reap_stale that finds only the empty tail each time a round has
+		 * moved the cursor there would reap nothing, call after call. */
+		if (n == 0 && *after != 0) {
+			values[1] = Int64GetDatum(0);
+			n = Exec(stmts::kStaleWindow, values, nullptr, SPI_OK_SELECT);
+		}
 		IdList window = CopyIds(n, true);
 		*after = n < static_cast<uint64>(kRunningWindow) ? 0 : window.ids[n - 1];
 		stale.ids = window.ids;

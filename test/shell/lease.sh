@@ -20,8 +20,11 @@
 #      rescued within a round or two once its session ends ("orphaned"); a
 #      heartbeat moves the hold to the heartbeating session;
 #   4. pqrun.orphan_rescue = off leaves a session-held job of an ended
-#      session RUNNING.
-# Turns the server's orphan rescue off (ALTER SYSTEM) meanwhile:
+#      session RUNNING;
+#   5. reap_stale('0 s') with a reap_stale() of 20 minutes between its
+#      calls reaps all of 2,500 RUNNING jobs within six calls.
+# Turns the server's orphan rescue and then its workers off (ALTER SYSTEM)
+# meanwhile:
 # test/run.sh: alone
 set -uo pipefail
 : "${PGHOST:?PGHOST must point at the test server}" "${PGPORT:?}" "${PGUSER:?}"
@@ -31,7 +34,8 @@ source "$(dirname "$0")/../lib/checks.sh"
 bg=()
 cleanup() {
 	for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done
-	psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.orphan_rescue" -c "SELECT pg_reload_conf()" >/dev/null
+	psql -X -q -d postgres -c "ALTER SYSTEM RESET pqrun.orphan_rescue" -c "ALTER SYSTEM RESET pqrun.enabled" \
+		-c "SELECT pg_reload_conf()" >/dev/null
 	dropdb --if-exists --force "$db" 2>/dev/null
 	rm -f "$out".*
 }
@@ -125,6 +129,30 @@ sleep 2.5
 check "RUNNING two rounds after its session ended" "RUNNING 4" "SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $id"
 q -d postgres -c "ALTER SYSTEM RESET pqrun.orphan_rescue" -c "SELECT pg_reload_conf()" >/dev/null
 assert "rescued once it is on again" wait_for 4 "READY 4" "SELECT status || ' ' || attempts FROM pqrun.jobs WHERE id = $id"
+
+echo "== 5. reap_stale with its own stale window, a call after each of another's"
+# 2,500 jobs RUNNING under their lease. reap_stale('0 s') and reap_stale()
+# (20 minutes, as the rounds) share the cursor of the windows of 1,000; the
+# workers are off meanwhile, so that no round moves it too. Reproduction
+# (CI's rounds.sh on 17, the rounds in the other's place): before a window
+# found empty past the cursor started again from the first job, the calls
+# of '0 s' reaped 1000, 500, then 0 for good: each reap_stale() moved the
+# cursor over the 1,000 jobs left (1001-2000), and the next '0 s' call
+# found only the empty tail past them.
+q -d postgres -c "ALTER SYSTEM SET pqrun.enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+q -c "SELECT count(*) FROM pqrun.enqueue_batch((SELECT jsonb_agg(jsonb_build_object('job_type', 'reaped'))
+        FROM generate_series(1, 2500)))" -c "SELECT count(*) FROM pqrun.pickup('w', ARRAY['reaped'], batch_size => 2500)" >/dev/null
+running="SELECT count(*) FROM pqrun.job_live WHERE job_type = 'reaped' AND status = 'RUNNING'"
+calls=""
+for _ in 1 2 3 4 5 6; do
+	calls+="$(q -c "SELECT pqrun.reap_stale('0 s')") "
+	[ "$(q -c "$running")" = 0 ] && break
+	q -c "SELECT pqrun.reap_stale()" >/dev/null
+done
+q -d postgres -c "ALTER SYSTEM RESET pqrun.enabled" -c "SELECT pg_reload_conf()" >/dev/null
+check "every job reaped within six calls, at most 1,000 a call ($calls)" "0 true" \
+	"SELECT ($running) || ' ' || ($(tr ' ' '\n' <<<"$calls" | sort -n | tail -n 1) <= 1000)"
 
 echo "$violations violation(s)"
 [ $violations = 0 ]
