@@ -134,7 +134,7 @@ echo "== 5. reap_stale with its own stale window, a call after each of another's
 # 2,500 jobs RUNNING under their lease. reap_stale('0 s') and reap_stale()
 # (20 minutes, as the rounds) share the cursor of the windows of 1,000; the
 # workers are off meanwhile, so that no round moves it too. Reproduction
-# (CI's rounds.sh on 17, the rounds in the other's place): before a window
+# (rounds.sh in a full run on 17, the rounds in the other's place): before a window
 # found empty past the cursor started again from the first job, the calls
 # of '0 s' reaped 1000, 500, then 0 for good: each reap_stale() moved the
 # cursor over the 1,000 jobs left (1001-2000), and the next '0 s' call
